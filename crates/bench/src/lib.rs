@@ -1,1 +1,7 @@
-//! stub
+//! `spindle bench` scenarios. Each scenario measures Spindle and its peers in one run on the
+//! same machine and prints a table of ratios (or one JSON object per system with `--json`).
+
+pub mod chunks;
+pub mod log;
+pub mod report;
+pub mod ring;

@@ -1,0 +1,1 @@
+//! Placeholder: the chunk crate is being built.

@@ -1,0 +1,1 @@
+//! Placeholder: the ring crate is being built.
