@@ -1,0 +1,108 @@
+//! Compaction: rewrite a sealed volume whose garbage passed the policy's threshold. Its live
+//! chunks (and the tombstones still needed) are queued to the writer like puts and appended
+//! to the active volume; once they are durable the old volume is dropped from the catalog
+//! and its files removed. Gets never wait: they follow the index, and a reader that already
+//! holds the old volume's file handle can still read it after the unlink.
+
+use std::fs;
+use std::io;
+use std::sync::Arc;
+
+use crate::catalog::Loc;
+use crate::error::{ChunkError, Result};
+use crate::format::{self, RecordKind, RECORD_HEADER_LEN};
+use crate::policy;
+use crate::store::{ChunkStore, CompactionReport};
+use crate::volume;
+use crate::writer::OpKind;
+
+impl ChunkStore {
+    /// Rewrite every sealed volume the compaction policy picks. One compaction runs at a time.
+    pub fn compact(&self) -> Result<CompactionReport> {
+        let _one_at_a_time = self.compaction_lock.lock();
+        let usage = self.shared.catalog.read().usage();
+        let mut report = CompactionReport::default();
+        for volume in policy::compaction_candidates(&usage, &self.shared.opts.compaction) {
+            self.compact_volume(volume, &mut report)?;
+        }
+        Ok(report)
+    }
+
+    fn compact_volume(&self, volume: u32, report: &mut CompactionReport) -> Result<()> {
+        let dir = &self.shared.dir;
+        let (file, len, hint_bytes) = {
+            let cat = self.shared.catalog.read();
+            let stats = cat.volumes[&volume];
+            assert!(stats.sealed, "only sealed volumes are compacted");
+            (
+                Arc::clone(&cat.files[&volume]),
+                stats.bytes,
+                stats.hint_bytes,
+            )
+        };
+        let entries = match volume::read_hint(dir, volume, len) {
+            Some((entries, _)) => entries,
+            None => {
+                let scan = volume::scan_volume(&file.path, volume, false)?;
+                if let Some(stop) = scan.stop {
+                    return Err(ChunkError::Corrupt {
+                        volume: file.path.clone(),
+                        offset: stop.offset,
+                        reason: stop.reason,
+                    });
+                }
+                scan.entries
+            }
+        };
+        let mut last_seq = None;
+        let mut copied_bytes = 0;
+        let mut put_ids = Vec::new();
+        for e in &entries {
+            match e.kind {
+                RecordKind::Put => {
+                    put_ids.push(e.id);
+                    let here = Loc {
+                        volume,
+                        offset: e.offset,
+                        len: e.len,
+                    };
+                    if self.shared.catalog.read().index.get(&e.id) != Some(&here) {
+                        continue;
+                    }
+                    // Verify before copying: compaction must not spread rotten bytes.
+                    let data: Arc<[u8]> = file.read_chunk(&e.id, e.offset, e.len, true)?.into();
+                    let kind = OpKind::Relocate { from: here, data };
+                    last_seq = Some(self.enqueue_when_room(e.id, kind, e.record_len())?);
+                    report.chunks_moved += 1;
+                    copied_bytes += e.record_len();
+                }
+                RecordKind::Tombstone => {
+                    if self.shared.catalog.read().tombstone_needed(&e.id, volume) {
+                        let seq =
+                            self.enqueue_when_room(e.id, OpKind::KeepTombstone, RECORD_HEADER_LEN)?;
+                        last_seq = Some(seq);
+                        report.tombstones_kept += 1;
+                        copied_bytes += RECORD_HEADER_LEN;
+                    }
+                }
+            }
+        }
+        if let Some(seq) = last_seq {
+            self.wait_seq(seq)?;
+        }
+        self.shared.catalog.write().remove_volume(volume, &put_ids);
+        remove_if_present(&format::hint_path(dir, volume))?;
+        remove_if_present(&file.path)?;
+        volume::sync_dir(dir)?;
+        report.volumes.push(volume);
+        report.bytes_reclaimed += (len + hint_bytes).saturating_sub(copied_bytes);
+        Ok(())
+    }
+}
+
+fn remove_if_present(path: &std::path::Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(ChunkError::io("remove", path, e)),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,491 @@
+//! `ChunkStore`: the public handle. Puts hash on the caller's thread, queue for the writer and
+//! wait until their batch is synced; gets are one positioned read through the in-memory index
+//! (or a copy from the write buffer while the chunk is not yet durable).
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
+
+use crate::catalog::{Catalog, VolumeStats};
+use crate::error::{ChunkError, Result};
+use crate::format::{self, HINT_ENTRY_LEN, HINT_HEADER_LEN, HINT_TRAILER_LEN, RECORD_HEADER_LEN};
+use crate::id::ChunkId;
+use crate::policy::{self, CompactionPolicy};
+use crate::recovery;
+use crate::writer::{self, Op, OpKind};
+
+/// Bounds and switches of a store.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// A volume is sealed once the next record would take it past this size.
+    pub volume_bytes_max: u64,
+    /// Bytes of queued, not yet durable records; puts wait while it is full.
+    pub write_buffer_bytes_max: u64,
+    /// Bytes of volume and hint files the store may use; a put past it fails and writes nothing.
+    pub space_bytes_max: u64,
+    /// Largest chunk accepted.
+    pub chunk_bytes_max: u64,
+    /// Check BLAKE3 of every chunk read (a CRC32C is always checked).
+    pub verify_on_read: bool,
+    /// When a sealed volume is rewritten by `compact`.
+    pub compaction: CompactionPolicy,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            volume_bytes_max: 256 << 20,
+            write_buffer_bytes_max: 64 << 20,
+            space_bytes_max: u64::MAX,
+            chunk_bytes_max: 16 << 20,
+            verify_on_read: true,
+            compaction: CompactionPolicy::default(),
+        }
+    }
+}
+
+impl Options {
+    fn check(&self) -> Result<()> {
+        let bad = |reason: &str| {
+            Err(ChunkError::BadOptions {
+                reason: reason.into(),
+            })
+        };
+        if self.chunk_bytes_max == 0 || self.chunk_bytes_max > u64::from(u32::MAX) {
+            return bad("chunk_bytes_max must be between 1 byte and 4 GiB - 1");
+        }
+        if self.write_buffer_bytes_max < self.chunk_bytes_max + RECORD_HEADER_LEN {
+            return bad("write_buffer_bytes_max must hold at least one largest chunk");
+        }
+        if self.volume_bytes_max < format::VOLUME_HEADER_LEN + RECORD_HEADER_LEN {
+            return bad("volume_bytes_max is smaller than one record");
+        }
+        Ok(())
+    }
+}
+
+/// The writer's queue and everything that is not yet durable.
+#[derive(Debug, Default)]
+pub(crate) struct Queue {
+    pub ops: Vec<Op>,
+    /// Chunks queued or being written, readable before they are durable.
+    pub buffered: HashMap<ChunkId, (Arc<[u8]>, u64)>,
+    pub buffer_bytes: u64,
+    pub reserved_bytes: u64,
+    pub next_seq: u64,
+    /// Every op with a sequence number up to this one is durable (or decided).
+    pub durable_seq: u64,
+    pub deleted: HashMap<u64, bool>,
+    pub failed: Option<String>,
+    pub closing: bool,
+}
+
+/// State shared by the handle, the writer thread and compaction.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    pub opts: Options,
+    pub catalog: RwLock<Catalog>,
+    pub queue: Mutex<Queue>,
+    /// Signals the writer that ops are queued or the store is closing.
+    pub queue_cv: Condvar,
+    /// Signals waiters that a batch is durable, buffer space freed, or the writer failed.
+    pub done_cv: Condvar,
+}
+
+/// What opening the store found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenReport {
+    /// Volumes whose records came from their hint file.
+    pub volumes_from_hints: u32,
+    /// Volumes that were read record by record.
+    pub volumes_scanned: u32,
+    /// A torn tail cut from the last volume: (volume file, offset of the cut, bytes removed).
+    pub torn_tail: Option<(PathBuf, u64, u64)>,
+}
+
+/// Space and record counts of the whole store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Live chunks.
+    pub chunks: u64,
+    /// Bytes of volume and hint files.
+    pub used_bytes: u64,
+    /// Bytes of records of live chunks.
+    pub live_bytes: u64,
+    /// Bytes of volume records no live chunk needs.
+    pub garbage_bytes: u64,
+    /// Per volume, ascending.
+    pub volumes: Vec<(u32, VolumeStats)>,
+}
+
+/// What one `compact` call did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// Volumes rewritten and removed.
+    pub volumes: Vec<u32>,
+    /// Live chunks copied forward.
+    pub chunks_moved: u64,
+    /// Tombstones copied forward.
+    pub tombstones_kept: u64,
+    /// Bytes of volume and hint files freed, less the bytes copied forward.
+    pub bytes_reclaimed: u64,
+}
+
+/// A Haystack-style chunk store. Cheap to share between threads (`&self` everywhere).
+#[derive(Debug)]
+pub struct ChunkStore {
+    pub(crate) shared: Arc<Shared>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) compaction_lock: Mutex<()>,
+    report: OpenReport,
+    _lock: File,
+}
+
+impl ChunkStore {
+    /// Open (or create) the store in `dir`. Hint files are read where they match their
+    /// volume; other volumes are scanned; a torn tail of the last volume is cut.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Self> {
+        opts.check()?;
+        let dir = dir.as_ref().to_owned();
+        fs::create_dir_all(&dir).map_err(|e| ChunkError::io("create directory", &dir, e))?;
+        let lock = lock_marker(&dir)?;
+        let recovered = recovery::recover(&dir)?;
+        let shared = Arc::new(Shared {
+            dir,
+            opts,
+            catalog: RwLock::new(recovered.catalog),
+            queue: Mutex::new(Queue {
+                next_seq: 1,
+                ..Queue::default()
+            }),
+            queue_cv: Condvar::new(),
+            done_cv: Condvar::new(),
+        });
+        let worker = Arc::clone(&shared);
+        let active = recovered.active;
+        let handle = std::thread::Builder::new()
+            .name("chunk-writer".into())
+            .spawn(move || writer::run(worker, active))
+            .map_err(|e| ChunkError::io("spawn writer thread", &shared.dir, e))?;
+        Ok(Self {
+            shared,
+            writer: Mutex::new(Some(handle)),
+            compaction_lock: Mutex::new(()),
+            report: recovered.report,
+            _lock: lock,
+        })
+    }
+
+    /// What opening found (hints used, volumes scanned, torn tail cut).
+    pub fn open_report(&self) -> &OpenReport {
+        &self.report
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// Store `data`; returns its id once the bytes are synced. Putting a chunk that is
+    /// already stored writes nothing and returns at once (or when its pending put is durable).
+    pub fn put(&self, data: &[u8]) -> Result<ChunkId> {
+        let len = data.len() as u64;
+        if len > self.shared.opts.chunk_bytes_max {
+            return Err(ChunkError::ChunkTooLarge {
+                len_bytes: len,
+                chunk_bytes_max: self.shared.opts.chunk_bytes_max,
+            });
+        }
+        let id = ChunkId::of(data);
+        if self.shared.catalog.read().index.contains_key(&id) {
+            return Ok(id);
+        }
+        let bytes: Arc<[u8]> = Arc::from(data);
+        let record_bytes = RECORD_HEADER_LEN + len;
+        let needed_bytes = record_bytes + HINT_ENTRY_LEN as u64;
+        let mut q = self.shared.queue.lock();
+        let seq = loop {
+            usable(&q)?;
+            if let Some(&(_, seq)) = q.buffered.get(&id) {
+                break seq;
+            }
+            let (in_index, committed) = {
+                let cat = self.shared.catalog.read();
+                (cat.index.contains_key(&id), committed_bytes(&cat))
+            };
+            if in_index {
+                return Ok(id);
+            }
+            let max = self.shared.opts.space_bytes_max;
+            if !policy::put_fits(committed, q.reserved_bytes, needed_bytes, max) {
+                return Err(ChunkError::SpaceExhausted {
+                    needed_bytes,
+                    used_bytes: committed + q.reserved_bytes,
+                    space_bytes_max: max,
+                });
+            }
+            if !self.buffer_has_room(&q, record_bytes) {
+                self.shared.done_cv.wait(&mut q);
+                continue;
+            }
+            let kind = OpKind::Put {
+                data: Arc::clone(&bytes),
+            };
+            let seq = self.enqueue(&mut q, id, kind, record_bytes, needed_bytes);
+            q.buffered.insert(id, (bytes, seq));
+            break seq;
+        };
+        self.wait_durable(q, seq)?;
+        Ok(id)
+    }
+
+    /// The bytes of chunk `id`, or `None` if the store does not hold it. Checks BLAKE3 of
+    /// the bytes if the store was opened with `verify_on_read`.
+    pub fn get(&self, id: &ChunkId) -> Result<Option<Vec<u8>>> {
+        self.get_with(id, self.shared.opts.verify_on_read)
+    }
+
+    /// `get`, choosing whether to check BLAKE3 (a CRC32C of the bytes is checked either way).
+    pub fn get_with(&self, id: &ChunkId, verify_id: bool) -> Result<Option<Vec<u8>>> {
+        // The buffer first: the writer adds a chunk to the index before dropping it from the
+        // buffer, so a miss here followed by a miss in the index means it is not stored.
+        if let Some((data, _)) = self.shared.queue.lock().buffered.get(id) {
+            return Ok(Some(data.to_vec()));
+        }
+        let found = {
+            let cat = self.shared.catalog.read();
+            cat.index
+                .get(id)
+                .map(|loc| (*loc, Arc::clone(&cat.files[&loc.volume])))
+        };
+        match found {
+            None => Ok(None),
+            Some((loc, file)) => file
+                .read_chunk(id, loc.offset, loc.len, verify_id)
+                .map(Some),
+        }
+    }
+
+    /// Whether the store holds chunk `id` (durable or still in the write buffer).
+    pub fn has(&self, id: &ChunkId) -> bool {
+        self.shared.queue.lock().buffered.contains_key(id)
+            || self.shared.catalog.read().index.contains_key(id)
+    }
+
+    /// Delete chunk `id`: a tombstone is appended and synced. Returns whether it was stored.
+    /// Its space comes back when compaction rewrites the volume that holds it.
+    pub fn delete(&self, id: &ChunkId) -> Result<bool> {
+        let mut q = self.shared.queue.lock();
+        usable(&q)?;
+        if !q.buffered.contains_key(id) && !self.shared.catalog.read().index.contains_key(id) {
+            return Ok(false);
+        }
+        let seq = self.enqueue(&mut q, *id, OpKind::Delete, 0, 0);
+        let mut q = self.wait_durable_guard(q, seq)?;
+        Ok(q.deleted.remove(&seq).unwrap_or(false))
+    }
+
+    /// Ids of all durable chunks, in no particular order.
+    pub fn keys(&self) -> Vec<ChunkId> {
+        self.shared.catalog.read().index.keys().copied().collect()
+    }
+
+    /// Number of durable chunks.
+    pub fn len(&self) -> usize {
+        self.shared.catalog.read().index.len()
+    }
+
+    /// Whether the store holds no durable chunk.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of the store's volume and hint files on disk.
+    pub fn used_bytes(&self) -> u64 {
+        self.shared.catalog.read().used_bytes()
+    }
+
+    /// The space limit (`Options::space_bytes_max`).
+    pub fn max_bytes(&self) -> u64 {
+        self.shared.opts.space_bytes_max
+    }
+
+    /// Space and record counts.
+    pub fn stats(&self) -> StoreStats {
+        let cat = self.shared.catalog.read();
+        let volumes: Vec<(u32, VolumeStats)> = cat.volumes.iter().map(|(n, s)| (*n, *s)).collect();
+        let live_bytes = volumes.iter().map(|(_, s)| s.live_bytes).sum();
+        let records: u64 = volumes
+            .iter()
+            .map(|(_, s)| s.bytes - format::VOLUME_HEADER_LEN)
+            .sum();
+        StoreStats {
+            chunks: cat.index.len() as u64,
+            used_bytes: cat.used_bytes(),
+            live_bytes,
+            garbage_bytes: records - live_bytes,
+            volumes,
+        }
+    }
+
+    /// Drop the store's volumes from the page cache (for cold-read measurements).
+    pub fn drop_page_cache(&self) -> Result<()> {
+        let files: Vec<_> = self.shared.catalog.read().files.values().cloned().collect();
+        files.iter().try_for_each(|f| f.drop_cache())
+    }
+
+    /// Finish queued writes, write the active volume's hint and stop the writer.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        let Some(handle) = self.writer.lock().take() else {
+            return Ok(());
+        };
+        self.shared.queue.lock().closing = true;
+        self.shared.queue_cv.notify_all();
+        if handle.join().is_err() {
+            return Err(ChunkError::WriterFailed {
+                reason: "writer thread panicked".into(),
+            });
+        }
+        match &self.shared.queue.lock().failed {
+            Some(reason) => Err(ChunkError::WriterFailed {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Queue an op for the writer and return its sequence number.
+    pub(crate) fn enqueue(
+        &self,
+        q: &mut Queue,
+        id: ChunkId,
+        kind: OpKind,
+        buffer_bytes: u64,
+        reserved_bytes: u64,
+    ) -> u64 {
+        let seq = q.next_seq;
+        q.next_seq += 1;
+        q.buffer_bytes += buffer_bytes;
+        q.reserved_bytes += reserved_bytes;
+        q.ops.push(Op {
+            seq,
+            id,
+            kind,
+            buffer_bytes,
+            reserved_bytes,
+        });
+        self.shared.queue_cv.notify_one();
+        seq
+    }
+
+    /// Wait for room in the write buffer, then queue (compaction's ops).
+    pub(crate) fn enqueue_when_room(
+        &self,
+        id: ChunkId,
+        kind: OpKind,
+        buffer_bytes: u64,
+    ) -> Result<u64> {
+        let mut q = self.shared.queue.lock();
+        loop {
+            usable(&q)?;
+            if self.buffer_has_room(&q, buffer_bytes) {
+                return Ok(self.enqueue(&mut q, id, kind, buffer_bytes, 0));
+            }
+            self.shared.done_cv.wait(&mut q);
+        }
+    }
+
+    /// Wait until op `seq` is durable.
+    pub(crate) fn wait_seq(&self, seq: u64) -> Result<()> {
+        let q = self.shared.queue.lock();
+        self.wait_durable(q, seq)
+    }
+
+    fn buffer_has_room(&self, q: &Queue, record_bytes: u64) -> bool {
+        q.buffer_bytes == 0
+            || q.buffer_bytes + record_bytes <= self.shared.opts.write_buffer_bytes_max
+    }
+
+    fn wait_durable(&self, q: MutexGuard<'_, Queue>, seq: u64) -> Result<()> {
+        self.wait_durable_guard(q, seq).map(drop)
+    }
+
+    fn wait_durable_guard<'a>(
+        &self,
+        mut q: MutexGuard<'a, Queue>,
+        seq: u64,
+    ) -> Result<MutexGuard<'a, Queue>> {
+        while q.durable_seq < seq {
+            if let Some(reason) = &q.failed {
+                return Err(ChunkError::WriterFailed {
+                    reason: reason.clone(),
+                });
+            }
+            self.shared.done_cv.wait(&mut q);
+        }
+        Ok(q)
+    }
+}
+
+impl Drop for ChunkStore {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// Bytes on disk plus the hint files the unsealed volumes will need: what a put is checked
+/// against, so that sealing never takes the store past its limit.
+fn committed_bytes(cat: &Catalog) -> u64 {
+    cat.volumes
+        .values()
+        .map(|s| {
+            let hint =
+                (HINT_HEADER_LEN + HINT_TRAILER_LEN) as u64 + s.records * HINT_ENTRY_LEN as u64;
+            s.bytes + s.hint_bytes.max(hint)
+        })
+        .sum()
+}
+
+/// Create the marker file if needed and take an exclusive lock on it for this handle.
+fn lock_marker(dir: &Path) -> Result<File> {
+    let path = dir.join(format::MARKER_FILE);
+    let existed = path.exists();
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| ChunkError::io("open marker", &path, e))?;
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        .map_err(|_| ChunkError::Locked { path: path.clone() })?;
+    if !existed || f.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
+        f.write_all(format::MARKER_TEXT.as_bytes())
+            .and_then(|()| f.sync_all())
+            .map_err(|e| ChunkError::io("write marker", &path, e))?;
+        crate::volume::sync_dir(dir)?;
+    }
+    Ok(f)
+}
+
+fn usable(q: &Queue) -> Result<()> {
+    if let Some(reason) = &q.failed {
+        return Err(ChunkError::WriterFailed {
+            reason: reason.clone(),
+        });
+    }
+    if q.closing {
+        return Err(ChunkError::Closed);
+    }
+    Ok(())
+}

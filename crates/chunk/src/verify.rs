@@ -1,0 +1,190 @@
+//! Offline verification (`spindle inspect`): read every volume record by record, check every
+//! checksum and every chunk's BLAKE3, compare hint files with what the volumes hold, and
+//! count live and garbage bytes by replaying the records as `open` would.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::catalog::Catalog;
+use crate::error::{ChunkError, Result};
+use crate::format::{self, RecordKind, VOLUME_HEADER_LEN};
+use crate::volume;
+
+/// What verification found in one volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeStatus {
+    /// Every record is whole and matches its checksums and id.
+    Clean,
+    /// The last volume ends in a partial or unsynced write; open will cut it (not an error).
+    TornTail {
+        /// Where the cut will be.
+        offset: u64,
+        /// Bytes after it.
+        bytes: u64,
+    },
+    /// Damaged bytes where only synced data can be.
+    Corrupt {
+        /// Offset of the first bad record.
+        offset: u64,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// How a volume's hint file compares with the volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HintStatus {
+    /// The hint lists exactly the volume's records.
+    Matches,
+    /// No hint (normal for a volume that was never sealed or closed).
+    Missing,
+    /// The hint describes a shorter or longer volume; open scans instead (normal for the
+    /// last volume after a crash).
+    Stale,
+    /// The hint cannot be decoded; open scans instead.
+    Unreadable,
+    /// The hint is well formed, matches the volume's length, and lists other records.
+    Mismatch,
+}
+
+/// Verification of one volume.
+#[derive(Debug, Clone)]
+pub struct VolumeReport {
+    /// Volume number.
+    pub volume: u32,
+    /// The volume file.
+    pub path: PathBuf,
+    /// Bytes of the file.
+    pub bytes: u64,
+    /// Put records that verified.
+    pub puts: u64,
+    /// Tombstone records that verified.
+    pub tombstones: u64,
+    /// Chunks whose live copy is in this volume.
+    pub live_chunks: u64,
+    /// Bytes of their records.
+    pub live_bytes: u64,
+    /// Bytes of records no live chunk needs (and any torn or unreadable tail).
+    pub garbage_bytes: u64,
+    /// The hint file's state.
+    pub hint: HintStatus,
+    /// The volume's state.
+    pub status: VolumeStatus,
+}
+
+/// Verification of a whole store.
+#[derive(Debug, Clone)]
+pub struct VerifyReport {
+    /// The store directory.
+    pub dir: PathBuf,
+    /// Per volume, ascending.
+    pub volumes: Vec<VolumeReport>,
+    /// Live chunks.
+    pub chunks: u64,
+    /// Bytes of live chunk records.
+    pub live_bytes: u64,
+    /// Bytes of volume records no live chunk needs.
+    pub garbage_bytes: u64,
+}
+
+impl VerifyReport {
+    /// Whether nothing is corrupt (a torn tail and stale hints are not errors).
+    pub fn is_ok(&self) -> bool {
+        self.volumes.iter().all(|v| {
+            !matches!(v.status, VolumeStatus::Corrupt { .. }) && v.hint != HintStatus::Mismatch
+        })
+    }
+}
+
+/// Verify the store in `dir` without opening it for writing.
+pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
+    if !dir.join(format::MARKER_FILE).exists() {
+        return Err(ChunkError::Format {
+            path: dir.to_owned(),
+            reason: format!("no {} file", format::MARKER_FILE),
+        });
+    }
+    let numbers = volume::list_volumes(dir)?;
+    let mut catalog = Catalog::default();
+    let mut volumes = Vec::new();
+    for &n in &numbers {
+        let path = format::volume_path(dir, n);
+        let is_last = Some(&n) == numbers.last();
+        let bytes = fs::metadata(&path)
+            .map_err(|e| ChunkError::io("stat volume", &path, e))?
+            .len();
+        catalog.add_volume(n, None);
+        let mut report = VolumeReport {
+            volume: n,
+            path: path.clone(),
+            bytes,
+            puts: 0,
+            tombstones: 0,
+            live_chunks: 0,
+            live_bytes: 0,
+            garbage_bytes: 0,
+            hint: HintStatus::Missing,
+            status: VolumeStatus::Clean,
+        };
+        let scan = match volume::scan_volume(&path, n, true) {
+            Ok(scan) => scan,
+            Err(ChunkError::Corrupt { offset, reason, .. }) => {
+                report.status = VolumeStatus::Corrupt { offset, reason };
+                volumes.push(report);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        for e in &scan.entries {
+            match e.kind {
+                RecordKind::Put => report.puts += 1,
+                RecordKind::Tombstone => report.tombstones += 1,
+            }
+            catalog.apply(n, e);
+        }
+        if let Some(stop) = &scan.stop {
+            report.status = if is_last {
+                VolumeStatus::TornTail {
+                    offset: stop.offset,
+                    bytes: scan.file_len - stop.offset,
+                }
+            } else {
+                VolumeStatus::Corrupt {
+                    offset: stop.offset,
+                    reason: stop.reason.clone(),
+                }
+            };
+        }
+        report.hint = hint_status(dir, n, bytes, &scan);
+        volumes.push(report);
+    }
+    for v in &mut volumes {
+        let s = catalog.volumes[&v.volume];
+        v.live_chunks = s.live_chunks;
+        v.live_bytes = s.live_bytes;
+        v.garbage_bytes = v
+            .bytes
+            .saturating_sub(VOLUME_HEADER_LEN)
+            .saturating_sub(s.live_bytes);
+    }
+    Ok(VerifyReport {
+        dir: dir.to_owned(),
+        chunks: catalog.index.len() as u64,
+        live_bytes: volumes.iter().map(|v| v.live_bytes).sum(),
+        garbage_bytes: volumes.iter().map(|v| v.garbage_bytes).sum(),
+        volumes,
+    })
+}
+
+fn hint_status(dir: &Path, n: u32, bytes: u64, scan: &volume::Scan) -> HintStatus {
+    let Ok(raw) = fs::read(format::hint_path(dir, n)) else {
+        return HintStatus::Missing;
+    };
+    match format::decode_hint(&raw) {
+        Err(_) => HintStatus::Unreadable,
+        Ok(h) if h.volume != n => HintStatus::Mismatch,
+        Ok(h) if h.volume_len != bytes => HintStatus::Stale,
+        Ok(h) if scan.stop.is_none() && h.entries == scan.entries => HintStatus::Matches,
+        Ok(_) => HintStatus::Mismatch,
+    }
+}

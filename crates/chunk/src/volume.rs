@@ -1,0 +1,274 @@
+//! Volume files: creating them, reading one record with one positioned read, scanning them
+//! record by record (recovery and verification), and writing hint files.
+//!
+//! Fault model: a write that was not followed by a completed fdatasync may be lost or torn
+//! anywhere (any subset of its pages may reach the disk). Bytes that were synced stay as
+//! written unless the medium rots, which checksums and the BLAKE3 id detect.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, IoSliceMut, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{ChunkError, Result};
+use crate::format::{
+    self, HintEntry, RecordHeader, RecordKind, RECORD_HEADER_LEN, VOLUME_HEADER_LEN,
+};
+use crate::id::ChunkId;
+
+/// An open volume file, shared by readers.
+#[derive(Debug)]
+pub struct VolumeFile {
+    /// Path of the file.
+    pub path: PathBuf,
+    pub(crate) file: File,
+}
+
+impl VolumeFile {
+    /// Open an existing volume for reading.
+    pub fn open(path: PathBuf) -> Result<Self> {
+        let file = File::open(&path).map_err(|e| ChunkError::io("open volume", &path, e))?;
+        Ok(Self { path, file })
+    }
+
+    /// Read the chunk whose record starts at `offset` with `len` data bytes: one positioned
+    /// vectored read of header and data. Checks the header, the data CRC and (if `verify_id`)
+    /// that BLAKE3 of the data is `id`; any mismatch is `Corrupt`, never wrong bytes.
+    pub fn read_chunk(
+        &self,
+        id: &ChunkId,
+        offset: u64,
+        len: u32,
+        verify_id: bool,
+    ) -> Result<Vec<u8>> {
+        let mut header = [0u8; RECORD_HEADER_LEN as usize];
+        let mut data = vec![0u8; len as usize];
+        self.read_exact_vectored(&mut header, &mut data, offset)?;
+        let corrupt = |reason: String| ChunkError::Corrupt {
+            volume: self.path.clone(),
+            offset,
+            reason,
+        };
+        let h = RecordHeader::decode(&header).map_err(|r| corrupt(r.to_string()))?;
+        if h.kind != RecordKind::Put || h.id != *id || h.len != len {
+            return Err(corrupt(format!(
+                "record does not hold chunk {id} of {len} bytes"
+            )));
+        }
+        if verify_id {
+            if ChunkId::of(&data) != *id {
+                return Err(corrupt(format!("bytes do not hash to chunk id {id}")));
+            }
+        } else if crc32c::crc32c(&data) != h.data_crc {
+            return Err(corrupt(format!("data checksum mismatch for chunk {id}")));
+        }
+        Ok(data)
+    }
+
+    fn read_exact_vectored(&self, header: &mut [u8], data: &mut [u8], offset: u64) -> Result<()> {
+        let total = header.len() + data.len();
+        let mut done = 0usize;
+        while done < total {
+            let n = if done < header.len() {
+                let mut bufs = [IoSliceMut::new(&mut header[done..]), IoSliceMut::new(data)];
+                rustix::io::preadv(&self.file, &mut bufs, offset + done as u64)
+            } else {
+                let d = done - header.len();
+                rustix::io::pread(&self.file, &mut data[d..], offset + done as u64)
+            }
+            .map_err(|e| ChunkError::io("read volume", &self.path, e.into()))?;
+            if n == 0 {
+                return Err(ChunkError::Corrupt {
+                    volume: self.path.clone(),
+                    offset,
+                    reason: format!("volume ends {} bytes into a {total}-byte record", done),
+                });
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Ask the kernel to drop this volume's cached pages (for cold-read measurements).
+    pub fn drop_cache(&self) -> Result<()> {
+        rustix::fs::fadvise(&self.file, 0, None, rustix::fs::Advice::DontNeed)
+            .map_err(|e| ChunkError::io("fadvise volume", &self.path, e.into()))
+    }
+}
+
+/// Create volume `number` in `dir`: header written and synced, directory synced.
+pub fn create_volume(dir: &Path, number: u32) -> Result<(File, VolumeFile)> {
+    let path = format::volume_path(dir, number);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| ChunkError::io("create volume", &path, e))?;
+    file.write_all(&format::encode_volume_header(number))
+        .and_then(|()| file.sync_data())
+        .map_err(|e| ChunkError::io("write volume header", &path, e))?;
+    sync_dir(dir)?;
+    let reader = VolumeFile::open(path)?;
+    Ok((file, reader))
+}
+
+/// fsync a directory so that created, renamed and removed names are durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| ChunkError::io("sync directory", dir, e))
+}
+
+/// Write the hint file of `volume` atomically (temp file, sync, rename, sync directory).
+/// Returns its size in bytes.
+pub fn write_hint(dir: &Path, volume: u32, volume_len: u64, entries: &[HintEntry]) -> Result<u64> {
+    let bytes = format::encode_hint(volume, volume_len, entries);
+    let tmp = format::hint_tmp_path(dir, volume);
+    let path = format::hint_path(dir, volume);
+    let mut f = File::create(&tmp).map_err(|e| ChunkError::io("create hint", &tmp, e))?;
+    f.write_all(&bytes)
+        .and_then(|()| f.sync_data())
+        .map_err(|e| ChunkError::io("write hint", &tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| ChunkError::io("rename hint", &path, e))?;
+    sync_dir(dir)?;
+    Ok(bytes.len() as u64)
+}
+
+/// Read a hint file and accept it only if it describes `volume` at exactly `volume_len` bytes.
+pub fn read_hint(dir: &Path, volume: u32, volume_len: u64) -> Option<(Vec<HintEntry>, u64)> {
+    let bytes = fs::read(format::hint_path(dir, volume)).ok()?;
+    let hint = format::decode_hint(&bytes).ok()?;
+    (hint.volume == volume && hint.volume_len == volume_len)
+        .then_some((hint.entries, bytes.len() as u64))
+}
+
+/// Where and why a scan stopped before the end of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanStop {
+    /// Offset of the first record that is not whole and valid.
+    pub offset: u64,
+    /// What was wrong with it.
+    pub reason: String,
+}
+
+/// The records of a volume as found by reading it from the start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scan {
+    /// Every valid record before the stop, in file order.
+    pub entries: Vec<HintEntry>,
+    /// End of the last valid record.
+    pub valid_len: u64,
+    /// Length of the file.
+    pub file_len: u64,
+    /// Set when the scan stopped before the end of the file.
+    pub stop: Option<ScanStop>,
+}
+
+/// Scan a volume file. Checks the volume header, every record header and data CRC, and, if
+/// `verify_ids`, that each put's bytes hash to its id. A bad volume header is an error; a bad
+/// record ends the scan (the caller decides whether that is a torn tail or corruption).
+pub fn scan_volume(path: &Path, number: u32, verify_ids: bool) -> Result<Scan> {
+    let file = File::open(path).map_err(|e| ChunkError::io("open volume", path, e))?;
+    let file_len = file
+        .metadata()
+        .map_err(|e| ChunkError::io("stat volume", path, e))?
+        .len();
+    let mut r = io::BufReader::with_capacity(1 << 20, file);
+    let mut vh = [0u8; VOLUME_HEADER_LEN as usize];
+    let stop_at = |offset: u64, reason: String| ScanStop { offset, reason };
+    if file_len < VOLUME_HEADER_LEN {
+        return Ok(Scan {
+            entries: Vec::new(),
+            valid_len: 0,
+            file_len,
+            stop: Some(stop_at(0, "volume header is incomplete".into())),
+        });
+    }
+    r.read_exact(&mut vh)
+        .map_err(|e| ChunkError::io("read volume", path, e))?;
+    match format::decode_volume_header(&vh) {
+        Ok(n) if n == number => {}
+        Ok(n) => {
+            return Err(ChunkError::Format {
+                path: path.to_owned(),
+                reason: format!("header says volume {n}, file name says {number}"),
+            })
+        }
+        Err(reason) => {
+            return Err(ChunkError::Corrupt {
+                volume: path.to_owned(),
+                offset: 0,
+                reason,
+            })
+        }
+    }
+    let mut entries = Vec::new();
+    let mut offset = VOLUME_HEADER_LEN;
+    let mut data = Vec::new();
+    let stop = loop {
+        if offset == file_len {
+            break None;
+        }
+        if file_len - offset < RECORD_HEADER_LEN {
+            break Some(stop_at(
+                offset,
+                "record header cut short by end of file".into(),
+            ));
+        }
+        let mut hb = [0u8; RECORD_HEADER_LEN as usize];
+        r.read_exact(&mut hb)
+            .map_err(|e| ChunkError::io("read volume", path, e))?;
+        let h = match RecordHeader::decode(&hb) {
+            Ok(h) => h,
+            Err(reason) => break Some(stop_at(offset, reason.into())),
+        };
+        if file_len - offset - RECORD_HEADER_LEN < u64::from(h.len) {
+            break Some(stop_at(
+                offset,
+                "record data cut short by end of file".into(),
+            ));
+        }
+        data.resize(h.len as usize, 0);
+        r.read_exact(&mut data)
+            .map_err(|e| ChunkError::io("read volume", path, e))?;
+        if crc32c::crc32c(&data) != h.data_crc {
+            break Some(stop_at(offset, "record data checksum mismatch".into()));
+        }
+        if verify_ids && h.kind == RecordKind::Put && ChunkId::of(&data) != h.id {
+            break Some(stop_at(
+                offset,
+                format!("bytes do not hash to chunk id {}", h.id),
+            ));
+        }
+        entries.push(HintEntry {
+            id: h.id,
+            offset,
+            len: h.len,
+            kind: h.kind,
+        });
+        offset += h.record_len();
+    };
+    Ok(Scan {
+        entries,
+        valid_len: offset,
+        file_len,
+        stop,
+    })
+}
+
+/// Volume numbers present in `dir`, ascending.
+pub fn list_volumes(dir: &Path) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| ChunkError::io("list directory", dir, e))? {
+        let entry = entry.map_err(|e| ChunkError::io("list directory", dir, e))?;
+        if let Some(n) = entry
+            .file_name()
+            .to_str()
+            .and_then(format::parse_volume_name)
+        {
+            out.push(n);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
