@@ -56,7 +56,7 @@ pub(crate) fn recover(dir: &Path) -> Result<Recovered> {
             }
             None => {
                 report.volumes_scanned += 1;
-                let entries = scan_and_cut(&path, n, is_last, &mut report)?;
+                let entries = scan_and_cut(dir, &path, n, is_last, &mut report)?;
                 let hint_bytes = if is_last {
                     fs::metadata(format::hint_path(dir, n)).map_or(0, |m| m.len())
                 } else {
@@ -103,9 +103,10 @@ pub(crate) fn recover(dir: &Path) -> Result<Recovered> {
     })
 }
 
-/// Scan a volume without a usable hint. A bad record in the last volume is a torn tail and
-/// is cut; anywhere else it is corruption.
+/// Scan a volume without a usable hint. A bad record in the last volume, past what a stale
+/// hint says was synced, is a torn tail and is cut; anywhere else it is corruption.
 fn scan_and_cut(
+    dir: &Path,
     path: &Path,
     n: u32,
     is_last: bool,
@@ -113,7 +114,7 @@ fn scan_and_cut(
 ) -> Result<Vec<HintEntry>> {
     let scan = volume::scan_volume(path, n, false)?;
     if let Some(stop) = scan.stop {
-        if !is_last {
+        if !is_last || stop.offset < volume::hinted_synced_len(dir, n) {
             return Err(ChunkError::Corrupt {
                 volume: path.to_owned(),
                 offset: stop.offset,

@@ -143,7 +143,8 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
             catalog.apply(n, e);
         }
         if let Some(stop) = &scan.stop {
-            report.status = if is_last {
+            let torn = is_last && stop.offset >= volume::hinted_synced_len(dir, n);
+            report.status = if torn {
                 VolumeStatus::TornTail {
                     offset: stop.offset,
                     bytes: scan.file_len - stop.offset,

@@ -142,6 +142,16 @@ pub fn read_hint(dir: &Path, volume: u32, volume_len: u64) -> Option<(Vec<HintEn
         .then_some((hint.entries, bytes.len() as u64))
 }
 
+/// How much of volume `volume` is known to have been synced: the length recorded in its
+/// hint file if one decodes, else 0. Damage before that length cannot be a torn write.
+pub fn hinted_synced_len(dir: &Path, volume: u32) -> u64 {
+    fs::read(format::hint_path(dir, volume))
+        .ok()
+        .and_then(|b| format::decode_hint(&b).ok())
+        .filter(|h| h.volume == volume)
+        .map_or(0, |h| h.volume_len)
+}
+
 /// Where and why a scan stopped before the end of the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScanStop {

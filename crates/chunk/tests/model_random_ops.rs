@@ -32,7 +32,7 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// The pool maps a seed to one fixed length so the same seed means the same chunk.
 fn bytes(seed: u8, len: u16) -> Vec<u8> {
-    let len = if seed % 3 == 0 {
+    let len = if seed.is_multiple_of(3) {
         0
     } else {
         usize::from(len) % 4096

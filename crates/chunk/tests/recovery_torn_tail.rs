@@ -1,0 +1,139 @@
+//! A torn write at the end of the last volume (cut short, garbage appended, header half
+//! written) is cut on open: every whole record before it survives, the store takes new puts,
+//! and `verify_store` reports the tear as a torn tail, not corruption. The same damage in a
+//! sealed volume, or inside bytes a hint file says were synced, is an error that names the
+//! volume and offset.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::io::Write;
+
+use spindle_chunk::{
+    verify_store, ChunkError, ChunkId, ChunkStore, VolumeStatus, RECORD_HEADER_LEN,
+};
+
+/// Put `n` chunks into a fresh store and close it; returns the ids in put order.
+fn fill(dir: &std::path::Path, n: u64) -> Vec<ChunkId> {
+    let store = ChunkStore::open(dir, common::small_opts()).unwrap();
+    let ids = (0..n)
+        .map(|s| store.put(&common::chunk(s, 1500)).unwrap())
+        .collect();
+    store.close().unwrap();
+    ids
+}
+
+fn last_volume(dir: &std::path::Path) -> std::path::PathBuf {
+    common::volumes(dir).pop().unwrap()
+}
+
+fn check_tail_is_cut(damage: impl Fn(&std::path::Path, u64)) {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = fill(dir.path(), 24);
+    let path = last_volume(dir.path());
+    // A process that dies leaves no hint for its active volume: only a clean close writes one.
+    std::fs::remove_file(path.with_extension("hint")).unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    damage(&path, len);
+    let report = verify_store(dir.path()).unwrap();
+    assert!(report.is_ok(), "a torn tail is not corruption: {report:?}");
+    let last = report.volumes.last().unwrap();
+    assert!(
+        matches!(last.status, VolumeStatus::TornTail { .. }),
+        "{:?}",
+        last.status
+    );
+
+    let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
+    let (cut_path, _, cut_bytes) = store.open_report().torn_tail.clone().expect("a cut");
+    assert_eq!(cut_path, path);
+    assert!(cut_bytes > 0);
+    let lost: Vec<&ChunkId> = ids.iter().filter(|id| !store.has(id)).collect();
+    assert!(
+        lost.len() <= 1,
+        "only the torn record may be lost: {lost:?}"
+    );
+    for id in ids.iter().filter(|id| store.has(id)) {
+        assert_eq!(ChunkId::of(&store.get(id).unwrap().unwrap()), *id);
+    }
+    let fresh = store.put(&common::chunk(1000, 700)).unwrap();
+    store.close().unwrap();
+    let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
+    assert!(store.open_report().torn_tail.is_none());
+    assert!(store.has(&fresh));
+    assert_eq!(store.used_bytes(), common::disk_bytes(dir.path()));
+    drop(store);
+    assert!(verify_store(dir.path()).unwrap().is_ok());
+}
+
+#[test]
+fn last_record_cut_short_is_cut() {
+    check_tail_is_cut(|path, len| {
+        let f = OpenOptions::new().write(true).open(path).unwrap();
+        f.set_len(len - 100).unwrap();
+    });
+}
+
+#[test]
+fn garbage_after_the_last_record_is_cut() {
+    check_tail_is_cut(|path, _| {
+        let mut f = OpenOptions::new().append(true).open(path).unwrap();
+        f.write_all(&common::chunk(77, 3000)).unwrap();
+    });
+}
+
+#[test]
+fn half_written_header_is_cut() {
+    check_tail_is_cut(|path, _| {
+        let mut f = OpenOptions::new().append(true).open(path).unwrap();
+        f.write_all(&b"CHNK\x01\0\0\0"[..]).unwrap();
+    });
+}
+
+#[test]
+fn zeroes_after_the_last_record_are_cut() {
+    check_tail_is_cut(|path, len| {
+        let f = OpenOptions::new().write(true).open(path).unwrap();
+        f.set_len(len + 4096).unwrap();
+    });
+}
+
+#[test]
+fn damage_in_a_sealed_volume_without_hint_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    fill(dir.path(), 24);
+    let first = common::volumes(dir.path()).remove(0);
+    std::fs::remove_file(first.with_extension("hint")).unwrap();
+    let f = OpenOptions::new().write(true).open(&first).unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len - RECORD_HEADER_LEN).unwrap();
+    drop(f);
+    match ChunkStore::open(dir.path(), common::small_opts()) {
+        Err(ChunkError::Corrupt { volume, offset, .. }) => {
+            assert_eq!(volume, first);
+            assert!(offset > 0 && offset < len);
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    let report = verify_store(dir.path()).unwrap();
+    assert!(!report.is_ok());
+}
+
+#[test]
+fn cut_inside_bytes_a_hint_covers_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    fill(dir.path(), 24);
+    let path = last_volume(dir.path());
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len - 100).unwrap();
+    drop(f);
+    match ChunkStore::open(dir.path(), common::small_opts()) {
+        Err(ChunkError::Corrupt { volume, offset, .. }) => {
+            assert_eq!(volume, path);
+            assert!(offset < len - 100);
+        }
+        other => panic!("synced bytes lost must not be cut silently: {other:?}"),
+    }
+    assert!(!verify_store(dir.path()).unwrap().is_ok());
+}
