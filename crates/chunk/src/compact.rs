@@ -12,26 +12,32 @@ use crate::catalog::Loc;
 use crate::error::{ChunkError, Result};
 use crate::format::{self, RecordKind, RECORD_HEADER_LEN};
 use crate::policy;
-use crate::store::{ChunkStore, CompactionReport};
+use crate::store::{CompactionReport, Shared};
 use crate::volume;
 use crate::writer::OpKind;
 
-impl ChunkStore {
+impl Shared {
     /// Rewrite every sealed volume the compaction policy picks. One compaction runs at a time.
-    pub fn compact(&self) -> Result<CompactionReport> {
+    pub(crate) fn compact(&self) -> Result<CompactionReport> {
         let _one_at_a_time = self.compaction_lock.lock();
-        let usage = self.shared.catalog.read().usage();
+        let usage = self.catalog.read().usage();
         let mut report = CompactionReport::default();
-        for volume in policy::compaction_candidates(&usage, &self.shared.opts.compaction) {
+        for volume in policy::compaction_candidates(&usage, &self.opts.compaction) {
             self.compact_volume(volume, &mut report)?;
         }
         Ok(report)
     }
 
+    /// Whether any sealed volume passes the compaction policy now.
+    pub(crate) fn compaction_due(&self) -> bool {
+        let usage = self.catalog.read().usage();
+        !policy::compaction_candidates(&usage, &self.opts.compaction).is_empty()
+    }
+
     fn compact_volume(&self, volume: u32, report: &mut CompactionReport) -> Result<()> {
-        let dir = &self.shared.dir;
+        let dir = &self.dir;
         let (file, len, hint_bytes) = {
-            let cat = self.shared.catalog.read();
+            let cat = self.catalog.read();
             let stats = cat.volumes[&volume];
             assert!(stats.sealed, "only sealed volumes are compacted");
             (
@@ -66,7 +72,7 @@ impl ChunkStore {
                         offset: e.offset,
                         len: e.len,
                     };
-                    if self.shared.catalog.read().index.get(&e.id) != Some(&here) {
+                    if self.catalog.read().index.get(&e.id) != Some(&here) {
                         continue;
                     }
                     // Verify before copying: compaction must not spread rotten bytes.
@@ -77,7 +83,7 @@ impl ChunkStore {
                     copied_bytes += e.record_len();
                 }
                 RecordKind::Tombstone => {
-                    if self.shared.catalog.read().tombstone_needed(&e.id, volume) {
+                    if self.catalog.read().tombstone_needed(&e.id, volume) {
                         let seq =
                             self.enqueue_when_room(e.id, OpKind::KeepTombstone, RECORD_HEADER_LEN)?;
                         last_seq = Some(seq);
@@ -90,7 +96,7 @@ impl ChunkStore {
         if let Some(seq) = last_seq {
             self.wait_seq(seq)?;
         }
-        self.shared.catalog.write().remove_volume(volume, &put_ids);
+        self.catalog.write().remove_volume(volume, &put_ids);
         remove_if_present(&format::hint_path(dir, volume))?;
         remove_if_present(&file.path)?;
         volume::sync_dir(dir)?;

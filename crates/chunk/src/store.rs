@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -34,6 +35,9 @@ pub struct Options {
     pub verify_on_read: bool,
     /// When a sealed volume is rewritten by `compact`.
     pub compaction: CompactionPolicy,
+    /// Run `compact` on a background thread whenever a delete or a seal leaves a volume
+    /// that passes the compaction policy.
+    pub compact_in_background: bool,
 }
 
 impl Default for Options {
@@ -45,6 +49,7 @@ impl Default for Options {
             chunk_bytes_max: 16 << 20,
             verify_on_read: true,
             compaction: CompactionPolicy::default(),
+            compact_in_background: true,
         }
     }
 }
@@ -96,6 +101,27 @@ pub(crate) struct Shared {
     pub queue_cv: Condvar,
     /// Signals waiters that a batch is durable, buffer space freed, or the writer failed.
     pub done_cv: Condvar,
+    /// Volume syncs done by the writer since open (group commits plus seals).
+    pub syncs: AtomicU64,
+    /// One compaction at a time.
+    pub compaction_lock: Mutex<()>,
+    /// The background compactor's mailbox.
+    pub compactor: Mutex<Compactor>,
+    /// Signals the background compactor.
+    pub compactor_cv: Condvar,
+}
+
+/// State of the background compactor.
+#[derive(Debug, Default)]
+pub(crate) struct Compactor {
+    /// A delete or seal may have made a volume worth compacting.
+    pub wanted: bool,
+    /// A compaction is running.
+    pub running: bool,
+    /// The store is closing.
+    pub stop: bool,
+    /// The last background compaction's failure, if any.
+    pub error: Option<String>,
 }
 
 /// What opening the store found.
@@ -120,6 +146,10 @@ pub struct StoreStats {
     pub live_bytes: u64,
     /// Bytes of volume records no live chunk needs.
     pub garbage_bytes: u64,
+    /// Volume syncs since open; puts divided by syncs is the average group-commit size.
+    pub syncs: u64,
+    /// Why the last background compaction failed, if it did.
+    pub compaction_error: Option<String>,
     /// Per volume, ascending.
     pub volumes: Vec<(u32, VolumeStats)>,
 }
@@ -142,7 +172,7 @@ pub struct CompactionReport {
 pub struct ChunkStore {
     pub(crate) shared: Arc<Shared>,
     writer: Mutex<Option<JoinHandle<()>>>,
-    pub(crate) compaction_lock: Mutex<()>,
+    compactor: Mutex<Option<JoinHandle<()>>>,
     report: OpenReport,
     _lock: File,
 }
@@ -166,6 +196,10 @@ impl ChunkStore {
             }),
             queue_cv: Condvar::new(),
             done_cv: Condvar::new(),
+            syncs: AtomicU64::new(0),
+            compaction_lock: Mutex::new(()),
+            compactor: Mutex::new(Compactor::default()),
+            compactor_cv: Condvar::new(),
         });
         let worker = Arc::clone(&shared);
         let active = recovered.active;
@@ -173,10 +207,20 @@ impl ChunkStore {
             .name("chunk-writer".into())
             .spawn(move || writer::run(worker, active))
             .map_err(|e| ChunkError::io("spawn writer thread", &shared.dir, e))?;
+        let compactor = if shared.opts.compact_in_background {
+            let worker = Arc::clone(&shared);
+            let handle = std::thread::Builder::new()
+                .name("chunk-compactor".into())
+                .spawn(move || worker.run_compactor())
+                .map_err(|e| ChunkError::io("spawn compactor thread", &shared.dir, e))?;
+            Some(handle)
+        } else {
+            None
+        };
         Ok(Self {
             shared,
             writer: Mutex::new(Some(handle)),
-            compaction_lock: Mutex::new(()),
+            compactor: Mutex::new(compactor),
             report: recovered.report,
             _lock: lock,
         })
@@ -230,18 +274,20 @@ impl ChunkStore {
                     space_bytes_max: max,
                 });
             }
-            if !self.buffer_has_room(&q, record_bytes) {
+            if !self.shared.buffer_has_room(&q, record_bytes) {
                 self.shared.done_cv.wait(&mut q);
                 continue;
             }
             let kind = OpKind::Put {
                 data: Arc::clone(&bytes),
             };
-            let seq = self.enqueue(&mut q, id, kind, record_bytes, needed_bytes);
+            let seq = self
+                .shared
+                .enqueue(&mut q, id, kind, record_bytes, needed_bytes);
             q.buffered.insert(id, (bytes, seq));
             break seq;
         };
-        self.wait_durable(q, seq)?;
+        self.shared.wait_durable(q, seq)?;
         Ok(id)
     }
 
@@ -286,8 +332,8 @@ impl ChunkStore {
         if !q.buffered.contains_key(id) && !self.shared.catalog.read().index.contains_key(id) {
             return Ok(false);
         }
-        let seq = self.enqueue(&mut q, *id, OpKind::Delete, 0, 0);
-        let mut q = self.wait_durable_guard(q, seq)?;
+        let seq = self.shared.enqueue(&mut q, *id, OpKind::Delete, 0, 0);
+        let mut q = self.shared.wait_durable_guard(q, seq)?;
         Ok(q.deleted.remove(&seq).unwrap_or(false))
     }
 
@@ -330,6 +376,8 @@ impl ChunkStore {
             used_bytes: cat.used_bytes(),
             live_bytes,
             garbage_bytes: records - live_bytes,
+            syncs: self.shared.syncs.load(Ordering::Relaxed),
+            compaction_error: self.shared.compactor.lock().error.clone(),
             volumes,
         }
     }
@@ -345,7 +393,29 @@ impl ChunkStore {
         self.shutdown()
     }
 
+    /// Rewrite every sealed volume the compaction policy picks (see `Options::compaction`).
+    /// Gets keep running meanwhile; the copies go through the writer like puts.
+    pub fn compact(&self) -> Result<CompactionReport> {
+        self.shared.compact()
+    }
+
+    /// Wait until the background compactor has nothing asked of it and is not running.
+    pub fn wait_for_background_compaction(&self) {
+        if self.compactor.lock().is_none() {
+            return;
+        }
+        let mut c = self.shared.compactor.lock();
+        while (c.wanted || c.running) && !c.stop {
+            self.shared.compactor_cv.wait(&mut c);
+        }
+    }
+
     fn shutdown(&self) -> Result<()> {
+        if let Some(handle) = self.compactor.lock().take() {
+            self.shared.compactor.lock().stop = true;
+            self.shared.compactor_cv.notify_all();
+            let _ = handle.join();
+        }
         let Some(handle) = self.writer.lock().take() else {
             return Ok(());
         };
@@ -361,6 +431,37 @@ impl ChunkStore {
                 reason: reason.clone(),
             }),
             None => Ok(()),
+        }
+    }
+}
+
+impl Shared {
+    /// Ask the background compactor to look at the volumes again.
+    pub(crate) fn want_compaction(&self) {
+        if self.opts.compact_in_background && self.compaction_due() {
+            self.compactor.lock().wanted = true;
+            self.compactor_cv.notify_all();
+        }
+    }
+
+    fn run_compactor(&self) {
+        loop {
+            {
+                let mut c = self.compactor.lock();
+                while !c.wanted && !c.stop {
+                    self.compactor_cv.wait(&mut c);
+                }
+                if c.stop {
+                    return;
+                }
+                c.wanted = false;
+                c.running = true;
+            }
+            let result = self.compact();
+            let mut c = self.compactor.lock();
+            c.running = false;
+            c.error = result.err().map(|e| e.to_string());
+            self.compactor_cv.notify_all();
         }
     }
 
@@ -384,7 +485,7 @@ impl ChunkStore {
             buffer_bytes,
             reserved_bytes,
         });
-        self.shared.queue_cv.notify_one();
+        self.queue_cv.notify_one();
         seq
     }
 
@@ -395,25 +496,24 @@ impl ChunkStore {
         kind: OpKind,
         buffer_bytes: u64,
     ) -> Result<u64> {
-        let mut q = self.shared.queue.lock();
+        let mut q = self.queue.lock();
         loop {
             usable(&q)?;
             if self.buffer_has_room(&q, buffer_bytes) {
                 return Ok(self.enqueue(&mut q, id, kind, buffer_bytes, 0));
             }
-            self.shared.done_cv.wait(&mut q);
+            self.done_cv.wait(&mut q);
         }
     }
 
     /// Wait until op `seq` is durable.
     pub(crate) fn wait_seq(&self, seq: u64) -> Result<()> {
-        let q = self.shared.queue.lock();
+        let q = self.queue.lock();
         self.wait_durable(q, seq)
     }
 
     fn buffer_has_room(&self, q: &Queue, record_bytes: u64) -> bool {
-        q.buffer_bytes == 0
-            || q.buffer_bytes + record_bytes <= self.shared.opts.write_buffer_bytes_max
+        q.buffer_bytes == 0 || q.buffer_bytes + record_bytes <= self.opts.write_buffer_bytes_max
     }
 
     fn wait_durable(&self, q: MutexGuard<'_, Queue>, seq: u64) -> Result<()> {
@@ -431,7 +531,7 @@ impl ChunkStore {
                     reason: reason.clone(),
                 });
             }
-            self.shared.done_cv.wait(&mut q);
+            self.done_cv.wait(&mut q);
         }
         Ok(q)
     }

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{IoSlice, Write};
-use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::catalog::Loc;
@@ -68,7 +68,15 @@ pub(crate) fn run(shared: Arc<Shared>, mut active: Active) {
             std::mem::take(&mut q.ops)
         };
         match write_batch(&shared, &mut active, &batch) {
-            Ok(deleted) => publish(&shared, &batch, deleted),
+            Ok((deleted, sealed)) => {
+                // A delete adds garbage; a seal makes a volume eligible for compaction.
+                // Before the waiters wake, so a caller that sees its delete done can rely on
+                // the compactor having been asked.
+                if sealed || deleted.iter().any(|&(_, d)| d) {
+                    shared.want_compaction();
+                }
+                publish(&shared, &batch, deleted);
+            }
             Err(e) => {
                 fail(&shared, e.to_string());
                 return;
@@ -108,15 +116,21 @@ fn publish(shared: &Shared, batch: &[Op], deleted: Vec<(u64, bool)>) {
 struct Pending {
     applied: Vec<(u32, HintEntry)>,
     unsynced: bool,
+    sealed: bool,
 }
 
 /// Append the batch's records, sync, and apply them to the catalog. Returns the outcome of
-/// each delete.
-fn write_batch(shared: &Shared, active: &mut Active, batch: &[Op]) -> Result<Vec<(u64, bool)>> {
+/// each delete and whether a volume was sealed.
+fn write_batch(
+    shared: &Shared,
+    active: &mut Active,
+    batch: &[Op],
+) -> Result<(Vec<(u64, bool)>, bool)> {
     let mut overlay: HashMap<ChunkId, Option<Loc>> = HashMap::new();
     let mut pending = Pending {
         applied: Vec::with_capacity(batch.len()),
         unsynced: false,
+        sealed: false,
     };
     let mut deleted = Vec::new();
     for op in batch {
@@ -168,9 +182,9 @@ fn write_batch(shared: &Shared, active: &mut Active, batch: &[Op]) -> Result<Vec
         };
         overlay.insert(op.id, loc);
     }
-    sync(active, &shared.dir, &mut pending)?;
+    sync(shared, active, &mut pending)?;
     apply(shared, &mut pending, None);
-    Ok(deleted)
+    Ok((deleted, pending.sealed))
 }
 
 fn append(
@@ -217,8 +231,10 @@ fn append(
     })
 }
 
-fn sync(active: &mut Active, dir: &Path, pending: &mut Pending) -> Result<()> {
+fn sync(shared: &Shared, active: &mut Active, pending: &mut Pending) -> Result<()> {
     if pending.unsynced {
+        shared.syncs.fetch_add(1, Ordering::Relaxed);
+        let dir = &shared.dir;
         active.file.sync_data().map_err(|e| {
             ChunkError::io(
                 "sync volume",
@@ -251,9 +267,10 @@ fn apply(shared: &Shared, pending: &mut Pending, sealed: Option<(u32, u64)>) {
 /// the sealed volume reach the catalog before it is marked sealed, so compaction never sees a
 /// sealed volume whose records are not all in the index.
 fn seal_and_roll(shared: &Shared, active: &mut Active, pending: &mut Pending) -> Result<()> {
-    sync(active, &shared.dir, pending)?;
+    sync(shared, active, pending)?;
     let hint_bytes = volume::write_hint(&shared.dir, active.number, active.len, &active.entries)?;
     apply(shared, pending, Some((active.number, hint_bytes)));
+    pending.sealed = true;
     let next = active.number + 1;
     let (file, reader) = volume::create_volume(&shared.dir, next)?;
     shared

@@ -62,3 +62,35 @@ fn gets_run_through_compaction() {
     let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
     assert_eq!(store.len(), live.len());
 }
+
+/// With `compact_in_background`, deletes alone get the space back: the compactor is asked
+/// before a delete returns, and `wait_for_background_compaction` waits for it.
+#[test]
+fn background_compaction_follows_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = spindle_chunk::Options {
+        compact_in_background: true,
+        ..common::small_opts()
+    };
+    let store = ChunkStore::open(dir.path(), opts).unwrap();
+    let ids: Vec<ChunkId> = (0..40)
+        .map(|s| store.put(&common::chunk(s, 2500)).unwrap())
+        .collect();
+    store.wait_for_background_compaction();
+    let full = store.used_bytes();
+    for id in &ids[..30] {
+        store.delete(id).unwrap();
+    }
+    store.wait_for_background_compaction();
+    let stats = store.stats();
+    assert_eq!(stats.compaction_error, None);
+    assert!(
+        store.used_bytes() < full / 2,
+        "{} of {full} bytes still used",
+        store.used_bytes()
+    );
+    assert_eq!(store.used_bytes(), common::disk_bytes(dir.path()));
+    for id in &ids[30..] {
+        assert_eq!(ChunkId::of(&store.get(id).unwrap().unwrap()), *id);
+    }
+}

@@ -16,6 +16,8 @@ pub fn small_opts() -> Options {
             garbage_ratio_min: 0.3,
             garbage_bytes_min: 0,
         },
+        // Tests call `compact` themselves, except the one about background compaction.
+        compact_in_background: false,
         ..Options::default()
     }
 }
