@@ -233,6 +233,12 @@ fn append(
 
 fn sync(shared: &Shared, active: &mut Active, pending: &mut Pending) -> Result<()> {
     if pending.unsynced {
+        fail::fail_point!("chunk-writer-before-sync");
+        fail::fail_point!("chunk-writer-sync", |_| Err(ChunkError::io(
+            "sync volume",
+            crate::format::volume_path(&shared.dir, active.number),
+            std::io::Error::other("injected sync failure"),
+        )));
         shared.syncs.fetch_add(1, Ordering::Relaxed);
         let dir = &shared.dir;
         active.file.sync_data().map_err(|e| {

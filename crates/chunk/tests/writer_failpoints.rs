@@ -1,0 +1,63 @@
+//! With the writer held before its sync, a queued chunk is readable from the write buffer but
+//! not yet listed as durable, and its put has not returned; a failed sync fails the waiting
+//! put and every later write until the store is reopened. (Needs `--features failpoints`.)
+
+#![cfg(feature = "failpoints")]
+
+mod common;
+
+use spindle_chunk::{ChunkError, ChunkId, ChunkStore};
+
+#[test]
+fn buffered_gets_and_sticky_sync_failure() {
+    let scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
+    let first = store.put(&common::chunk(1, 3000)).unwrap();
+
+    // 1. Hold the writer before its sync: the put waits, the chunk is served from the buffer.
+    fail::cfg("chunk-writer-before-sync", "pause").unwrap();
+    let data = common::chunk(2, 3000);
+    let id = ChunkId::of(&data);
+    std::thread::scope(|s| {
+        let putter = s.spawn(|| store.put(&data).unwrap());
+        while !store.has(&id) {
+            std::thread::yield_now(); // wait for the put to be queued (a condition, not a timer)
+        }
+        assert_eq!(
+            store.get(&id).unwrap().as_deref(),
+            Some(&data[..]),
+            "served from the buffer"
+        );
+        assert!(
+            !store.keys().contains(&id),
+            "not listed before it is durable"
+        );
+        assert!(!putter.is_finished(), "a put returns only after its sync");
+        fail::cfg("chunk-writer-before-sync", "off").unwrap();
+        assert_eq!(putter.join().unwrap(), id);
+    });
+    assert!(store.keys().contains(&id));
+
+    // 2. A failed sync is sticky.
+    fail::cfg("chunk-writer-sync", "return").unwrap();
+    let err = store.put(&common::chunk(3, 3000)).unwrap_err();
+    assert!(matches!(err, ChunkError::WriterFailed { .. }), "{err}");
+    fail::cfg("chunk-writer-sync", "off").unwrap();
+    let err = store.put(&common::chunk(4, 3000)).unwrap_err();
+    assert!(
+        matches!(err, ChunkError::WriterFailed { .. }),
+        "still failed: {err}"
+    );
+    assert!(matches!(
+        store.delete(&first),
+        Err(ChunkError::WriterFailed { .. })
+    ));
+    assert!(store.get(&first).unwrap().is_some(), "reads still work");
+    assert!(store.close().is_err());
+
+    let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
+    assert!(store.has(&first) && store.has(&id));
+    store.put(&common::chunk(4, 3000)).unwrap();
+    scenario.teardown();
+}
