@@ -1,0 +1,67 @@
+//! Log configuration. Every bound has a name with its unit last.
+
+use spindle_core::txn::{TXN_BYTES_MAX, TXN_RECORDS_MAX};
+
+use crate::frame::FRAME_HEADER_BYTES;
+
+/// Whether appends wait for fdatasync. `Off` exists only to measure what syncing costs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// fdatasync every batch before acknowledging it (the default; durable).
+    Data,
+    /// Never sync: acknowledged appends can be lost on a crash. Benchmarks only.
+    Off,
+}
+
+/// Tunables of the file log.
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    /// Preallocated size of each segment file.
+    pub segment_bytes: u64,
+    /// Bytes of encoded transactions waiting for the writer; appenders wait beyond this.
+    pub intake_bytes_max: usize,
+    /// Bytes the writer puts into one group commit (one write, one sync).
+    pub group_commit_bytes_max: usize,
+    /// Bytes a reader fetches from a segment per read call.
+    pub read_chunk_bytes: usize,
+    /// Records between entries of a segment's in-memory offset index.
+    pub sparse_index_stride_records: u64,
+    pub sync: SyncMode,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 64 << 20,
+            intake_bytes_max: 64 << 20,
+            group_commit_bytes_max: 16 << 20,
+            read_chunk_bytes: 1 << 20,
+            sparse_index_stride_records: 512,
+            sync: SyncMode::Data,
+        }
+    }
+}
+
+/// The largest encoded transaction: every record at its header plus the payload bound.
+pub const TXN_FRAME_BYTES_MAX: usize = TXN_BYTES_MAX + TXN_RECORDS_MAX * FRAME_HEADER_BYTES;
+
+impl LogConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.segment_bytes < 4096 {
+            return Err(format!("segment_bytes {} is below 4096", self.segment_bytes));
+        }
+        if self.intake_bytes_max < TXN_FRAME_BYTES_MAX {
+            return Err(format!(
+                "intake_bytes_max {} is below the largest transaction ({TXN_FRAME_BYTES_MAX})",
+                self.intake_bytes_max
+            ));
+        }
+        if self.group_commit_bytes_max == 0 || self.read_chunk_bytes < 4096 {
+            return Err("group_commit_bytes_max must be > 0, read_chunk_bytes >= 4096".into());
+        }
+        if self.sparse_index_stride_records == 0 {
+            return Err("sparse_index_stride_records must be > 0".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,353 @@
+//! `FileLog`: the embedded log on local segment files.
+//!
+//! Appenders validate and encode on their own thread, queue into the bounded intake, and
+//! await their outcome; one writer thread group-commits (see `writer`). Readers read synced
+//! frames with positioned reads and never look past the durable index, which only ever lands
+//! on a commit record, so no reader sees part of a transaction or an unsynced byte.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use spindle_core::{Index, Record, Transaction};
+use tokio::sync::{oneshot, watch, Semaphore};
+
+use crate::config::LogConfig;
+use crate::error::{io_at, AppendError, OpenError, ReadError, TruncateError};
+use crate::intake::{Command, Intake, Pending, PreparedTxn};
+use crate::reader::read_range;
+use crate::recovery::{scan_dir, TornTail};
+use crate::segment::{create_segment, segment_file_name, zero_range, SEGMENT_HEADER_BYTES};
+use crate::versions::VersionTable;
+use crate::writer::{Tail, Writer};
+
+const LOCK_FILE: &str = "LOCK";
+
+/// An open segment file and its in-memory offset index.
+#[derive(Debug)]
+pub(crate) struct SegmentHandle {
+    pub first: Index,
+    pub path: PathBuf,
+    pub file: File,
+    pub sparse: Mutex<Vec<(Index, u64)>>,
+}
+
+impl SegmentHandle {
+    pub fn new(first: Index, path: PathBuf, file: File) -> Self {
+        SegmentHandle { first, path, file, sparse: Mutex::new(Vec::new()) }
+    }
+}
+
+/// Counters for reports and metrics.
+#[derive(Debug, Default)]
+pub struct LogStats {
+    /// Group commits written.
+    pub batches: AtomicU64,
+    /// fdatasync calls made for appends.
+    pub syncs: AtomicU64,
+    /// Records made durable.
+    pub records: AtomicU64,
+}
+
+/// State shared by appenders, readers and the writer thread.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    pub config: LogConfig,
+    pub intake: Mutex<Intake>,
+    pub intake_ready: Condvar,
+    pub intake_permits: Semaphore,
+    pub durable: watch::Sender<Index>,
+    pub first: AtomicU64,
+    pub segments: RwLock<Vec<Arc<SegmentHandle>>>,
+    failure: Mutex<Option<String>>,
+    pub stats: LogStats,
+}
+
+impl Shared {
+    pub fn durable_index(&self) -> Index {
+        *self.durable.borrow()
+    }
+
+    pub fn first_index(&self) -> Index {
+        Index::new(self.first.load(Ordering::Acquire))
+    }
+
+    pub fn publish_durable(&self, index: Index) {
+        self.durable.send_replace(index);
+    }
+
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().clone()
+    }
+
+    /// Make the log refuse writes until reopened (sticky failure).
+    pub fn fail(&self, cause: String) {
+        tracing::error!(%cause, "log failed; refusing writes until reopened");
+        let mut f = self.failure.lock();
+        if f.is_none() {
+            *f = Some(cause);
+        }
+    }
+}
+
+/// What `open` found and repaired.
+#[derive(Clone, Debug, Default)]
+pub struct OpenReport {
+    pub segments: usize,
+    pub first_index: Index,
+    pub last_index: Index,
+    /// A torn tail that was cut, if any.
+    pub torn_tail: Option<TornTail>,
+}
+
+/// The embedded file log. Cheap to clone; the writer stops when the last clone is dropped
+/// or `close` is called.
+#[derive(Clone, Debug)]
+pub struct FileLog {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    shared: Arc<Shared>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    report: OpenReport,
+    _lock: File,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        stop_writer(&self.shared, &self.writer);
+    }
+}
+
+fn stop_writer(shared: &Shared, writer: &Mutex<Option<JoinHandle<()>>>) {
+    shared.intake.lock().closed = true;
+    shared.intake_ready.notify_one();
+    shared.intake_permits.close();
+    if let Some(handle) = writer.lock().take() {
+        let _ = handle.join();
+    }
+}
+
+impl FileLog {
+    /// Open (or create) the log in `dir`: lock it, scan and verify every segment, cut a torn
+    /// tail, rebuild the version table, and start the writer.
+    pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<FileLog, OpenError> {
+        config.validate().map_err(OpenError::Config)?;
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(io_at(&dir))?;
+        let lock = lock_dir(&dir)?;
+        remove_temporaries(&dir)?;
+
+        let checkpoint = VersionTable::read_checkpoint(&dir).map_err(io_at(&dir))?;
+        let ckpt_path = dir.join(crate::versions::CHECKPOINT_FILE);
+        let (mut versions, as_of) = match checkpoint {
+            None => (VersionTable::new(), Index::ZERO),
+            Some(Ok(t)) => t,
+            Some(Err(reason)) => return Err(OpenError::Corrupt { file: ckpt_path, offset: 0, reason }),
+        };
+        let stride = config.sparse_index_stride_records;
+        let scan = scan_dir(&dir, stride, |index, key| {
+            if index > as_of {
+                versions.set(key, index);
+            }
+        })?;
+        let mut segments = Vec::with_capacity(scan.segments.len());
+        for s in &scan.segments {
+            let file = OpenOptions::new().read(true).write(true).open(&s.path).map_err(io_at(&s.path))?;
+            let handle = SegmentHandle::new(s.first, s.path.clone(), file);
+            *handle.sparse.lock() = s.sparse.clone();
+            segments.push(Arc::new(handle));
+        }
+        if let Some(torn) = &scan.torn_tail {
+            tracing::warn!(file = %torn.file.display(), offset = torn.offset, reason = %torn.reason, "cutting torn log tail");
+            let last = segments.last().expect("a torn tail has a segment");
+            let len = last.file.metadata().map_err(io_at(&last.path))?.len();
+            zero_range(&last.file, torn.offset, len).map_err(io_at(&last.path))?;
+            last.file.sync_all().map_err(io_at(&last.path))?;
+        }
+        let (first, last) = match (scan.segments.first(), scan.last_index()) {
+            (Some(f), last) => (f.first, last),
+            (None, _) => {
+                let first = as_of.next();
+                let file = create_segment(&dir, first, config.segment_bytes).map_err(io_at(&dir))?;
+                let path = dir.join(segment_file_name(first));
+                segments.push(Arc::new(SegmentHandle::new(first, path, file)));
+                (first, as_of)
+            }
+        };
+        if as_of.get() + 1 < first.get() || as_of > last {
+            return Err(OpenError::Corrupt {
+                file: ckpt_path,
+                offset: 16,
+                reason: format!(
+                    "version checkpoint covers 1..={as_of} but the log retains {first}..={last}"
+                ),
+            });
+        }
+        let tail_scan_end =
+            scan.segments.last().map_or(SEGMENT_HEADER_BYTES, |s| s.end_offset);
+        let tail = Tail {
+            segment: segments.last().expect("at least one segment").clone(),
+            offset: tail_scan_end,
+            next_index: last.next(),
+        };
+        let report = OpenReport {
+            segments: segments.len(),
+            first_index: first,
+            last_index: last,
+            torn_tail: scan.torn_tail.clone(),
+        };
+        let shared = Arc::new(Shared {
+            dir,
+            intake: Mutex::new(Intake::default()),
+            intake_ready: Condvar::new(),
+            intake_permits: Semaphore::new(config.intake_bytes_max),
+            config,
+            durable: watch::Sender::new(last),
+            first: AtomicU64::new(first.get()),
+            segments: RwLock::new(segments),
+            failure: Mutex::new(None),
+            stats: LogStats::default(),
+        });
+        let writer = Writer::new(shared.clone(), tail, versions);
+        let handle = std::thread::Builder::new()
+            .name("spindle-log-writer".into())
+            .spawn(move || writer.run())
+            .map_err(io_at(&shared.dir))?;
+        Ok(FileLog {
+            inner: Arc::new(Inner {
+                shared,
+                writer: Mutex::new(Some(handle)),
+                report,
+                _lock: lock,
+            }),
+        })
+    }
+
+    /// What recovery found when this log was opened.
+    pub fn open_report(&self) -> &OpenReport {
+        &self.inner.report
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.inner.shared.dir
+    }
+
+    /// Append a transaction; resolves with its commit index once it is durable.
+    pub async fn append(&self, txn: &Transaction) -> Result<Index, AppendError> {
+        let prepared = PreparedTxn::new(txn)?;
+        let rx = self.enqueue(prepared).await?;
+        rx.await.map_err(|_| AppendError::Closed)?
+    }
+
+    /// `append` for callers without an async runtime.
+    pub fn append_blocking(&self, txn: &Transaction) -> Result<Index, AppendError> {
+        futures::executor::block_on(self.append(txn))
+    }
+
+    async fn enqueue(
+        &self,
+        txn: PreparedTxn,
+    ) -> Result<oneshot::Receiver<Result<Index, AppendError>>, AppendError> {
+        let shared = &self.inner.shared;
+        if let Some(cause) = shared.failure() {
+            return Err(AppendError::Failed { cause });
+        }
+        let bytes = txn.bytes();
+        let permits = u32::try_from(bytes).expect("transaction size is bounded");
+        shared.intake_permits.acquire_many(permits).await.map_err(|_| AppendError::Closed)?.forget();
+        let (reply, rx) = oneshot::channel();
+        let mut intake = shared.intake.lock();
+        if intake.closed {
+            drop(intake);
+            shared.intake_permits.add_permits(bytes);
+            return Err(AppendError::Closed);
+        }
+        intake.queued_bytes += bytes;
+        intake.queue.push(Pending { txn, reply });
+        drop(intake);
+        shared.intake_ready.notify_one();
+        Ok(rx)
+    }
+
+    /// The highest index that is durable (always a commit index; 0 for an empty log).
+    pub fn durable_index(&self) -> Index {
+        self.inner.shared.durable_index()
+    }
+
+    /// The first retained index (records below it were truncated).
+    pub fn first_index(&self) -> Index {
+        self.inner.shared.first_index()
+    }
+
+    /// Read durable records from `from`, at most about `max_records` (the read always ends on
+    /// a transaction boundary, so it may exceed the limit to finish a transaction).
+    pub fn read(&self, from: Index, max_records: usize) -> Result<Vec<Record>, ReadError> {
+        read_range(&self.inner.shared, from, max_records)
+    }
+
+    /// Resolve once the durable index is at least `index`; returns the durable index.
+    pub async fn wait_for(&self, index: Index) -> Result<Index, ReadError> {
+        let mut rx = self.inner.shared.durable.subscribe();
+        let seen = rx.wait_for(|d| *d >= index).await.map_err(|_| ReadError::Closed)?;
+        Ok(*seen)
+    }
+
+    /// Delete whole segments whose records all lie below `below`. Returns the new first
+    /// retained index. The version table is checkpointed first, so conditions still see
+    /// the versions written by deleted records.
+    pub async fn truncate_prefix(&self, below: Index) -> Result<Index, TruncateError> {
+        let shared = &self.inner.shared;
+        let (reply, rx) = oneshot::channel();
+        {
+            let mut intake = shared.intake.lock();
+            if intake.closed {
+                return Err(TruncateError::Closed);
+            }
+            intake.commands.push(Command::Truncate { below, reply });
+        }
+        shared.intake_ready.notify_one();
+        rx.await.map_err(|_| TruncateError::Closed)?
+    }
+
+    /// Counters: group commits, syncs, durable records.
+    pub fn stats(&self) -> &LogStats {
+        &self.inner.shared.stats
+    }
+
+    /// Why the log refuses writes, if it does.
+    pub fn failure(&self) -> Option<String> {
+        self.inner.shared.failure()
+    }
+
+    /// Finish queued appends and stop the writer. Later appends get `Closed`.
+    pub fn close(&self) {
+        stop_writer(&self.inner.shared, &self.inner.writer);
+    }
+}
+
+fn lock_dir(dir: &Path) -> Result<File, OpenError> {
+    let path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io_at(&path))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(OpenError::Locked { dir: dir.to_path_buf() }),
+        Err(e) => Err(OpenError::Io { path, source: e.into() }),
+    }
+}
+
+fn remove_temporaries(dir: &Path) -> Result<(), OpenError> {
+    for entry in std::fs::read_dir(dir).map_err(io_at(dir))? {
+        let entry = entry.map_err(io_at(dir))?;
+        if entry.file_name().to_str().is_some_and(|n| n.ends_with(".tmp")) {
+            std::fs::remove_file(entry.path()).map_err(io_at(entry.path()))?;
+        }
+    }
+    Ok(())
+}

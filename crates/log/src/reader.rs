@@ -1,0 +1,126 @@
+//! Positioned reads of durable records.
+//!
+//! A read finds the segment holding `from`, starts at the nearest sparse-index entry at or
+//! before it, and parses frames from chunks read with `pread`. It never reads past the
+//! durable index, so it never races the writer's unsynced bytes, and it always ends on a
+//! commit record so a caller never holds part of a transaction.
+
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use spindle_core::record::decode_payload;
+use spindle_core::{Index, Record, RECORD_BYTES_MAX};
+
+use crate::error::ReadError;
+use crate::file_log::{SegmentHandle, Shared};
+use crate::frame::{decode_frame, FrameFault, FRAME_HEADER_BYTES};
+use crate::segment::SEGMENT_HEADER_BYTES;
+
+pub(crate) fn read_range(shared: &Shared, from: Index, max_records: usize) -> Result<Vec<Record>, ReadError> {
+    let from = from.max(Index::FIRST);
+    let durable = shared.durable_index();
+    let mut out = Vec::new();
+    let mut next = from;
+    while next <= durable {
+        let (segment, seg_end) = {
+            let segs = shared.segments.read();
+            let first = segs[0].first;
+            if next < first {
+                return Err(ReadError::Truncated { first });
+            }
+            let pos = segs.partition_point(|s| s.first <= next) - 1;
+            let seg_end = segs.get(pos + 1).map_or(durable.next(), |s| s.first);
+            (segs[pos].clone(), seg_end.min(durable.next()))
+        };
+        let done = read_segment(shared, &segment, &mut next, seg_end, max_records, &mut out)?;
+        if done {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Read records `[*next, end)` from one segment into `out`. Returns true once `max_records`
+/// is reached at a commit boundary.
+fn read_segment(
+    shared: &Shared,
+    seg: &Arc<SegmentHandle>,
+    next: &mut Index,
+    end: Index,
+    max_records: usize,
+    out: &mut Vec<Record>,
+) -> Result<bool, ReadError> {
+    let (mut index, mut offset) = {
+        let sparse = seg.sparse.lock();
+        let pos = sparse.partition_point(|&(i, _)| i <= *next);
+        if pos == 0 { (seg.first, SEGMENT_HEADER_BYTES) } else { sparse[pos - 1] }
+    };
+    let chunk = shared.config.read_chunk_bytes;
+    let mut buf = vec![0u8; chunk];
+    let corrupt = |offset: u64, reason: String| ReadError::Corrupt {
+        file: seg.path.clone(),
+        offset,
+        reason,
+    };
+    while index < end {
+        let filled = read_at(seg, &mut buf, offset)?;
+        let mut pos = 0usize;
+        let mut progressed = false;
+        while index < end {
+            match decode_frame(&buf[pos..filled], index, RECORD_BYTES_MAX) {
+                Ok(frame) => {
+                    let len = frame.total_len();
+                    if index >= *next {
+                        let rec = decode_payload(index, frame.payload).map_err(|e| {
+                            corrupt(offset + pos as u64, format!("record does not decode: {e:?}"))
+                        })?;
+                        let commit = rec.commit;
+                        out.push(rec);
+                        *next = index.next();
+                        if commit && out.len() >= max_records {
+                            return Ok(true);
+                        }
+                    }
+                    index = index.next();
+                    pos += len;
+                    progressed = true;
+                }
+                Err(FrameFault::Short) => break,
+                Err(fault) => return Err(corrupt(offset + pos as u64, fault.to_string())),
+            }
+        }
+        if !progressed {
+            // One frame larger than the chunk: grow the buffer to hold it.
+            let need = frame_len(&buf[..filled]).ok_or_else(|| {
+                corrupt(offset, "frame header cut short below the durable index".into())
+            })?;
+            if need <= buf.len() {
+                return Err(corrupt(offset, "frame cut short below the durable index".into()));
+            }
+            buf.resize(need, 0);
+            continue;
+        }
+        offset += pos as u64;
+    }
+    Ok(false)
+}
+
+fn frame_len(buf: &[u8]) -> Option<usize> {
+    let len = u32::from_le_bytes(buf.get(0..4)?.try_into().ok()?) as usize;
+    Some(FRAME_HEADER_BYTES + len)
+}
+
+fn read_at(seg: &SegmentHandle, buf: &mut [u8], offset: u64) -> Result<usize, ReadError> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match seg.file.read_at(&mut buf[filled..], offset + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(ReadError::Io { file: seg.path.clone(), source: Arc::new(e) });
+            }
+        }
+    }
+    Ok(filled)
+}

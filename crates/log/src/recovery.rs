@@ -1,0 +1,133 @@
+//! Scanning a log directory: the recovery rule, shared by `FileLog::open` and `inspect`.
+//!
+//! Every retained segment is read and every frame checked. The last segment may end in a torn
+//! tail (an unsynced batch cut by a crash): the scan ends at the last commit record before the
+//! first bad frame, and the caller cuts there. A bad frame in any other segment, a segment
+//! that does not end on a commit, or a gap between segments is corruption, reported with the
+//! file and byte offset and never repaired.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use spindle_core::record::payload_key;
+use spindle_core::{Index, RECORD_BYTES_MAX};
+
+use crate::error::{io_at, OpenError};
+use crate::segment::{decode_header, list_segments, scan_frames, SEGMENT_HEADER_BYTES};
+
+/// What the scan learned about one segment.
+#[derive(Clone, Debug)]
+pub struct SegmentScan {
+    pub first: Index,
+    pub path: PathBuf,
+    /// The index after the last committed record kept.
+    pub next_index: Index,
+    /// Byte offset after the last committed record kept.
+    pub end_offset: u64,
+    pub file_bytes: u64,
+    /// (index, offset) of every `stride`-th record, for positioned reads.
+    pub sparse: Vec<(Index, u64)>,
+}
+
+/// A torn tail found in the last segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    pub file: PathBuf,
+    /// Where the kept data ends and the cut begins.
+    pub offset: u64,
+    /// Non-zero bytes after the cut that were discarded (at least the bad frame's header).
+    pub discarded_records: u64,
+    pub reason: String,
+}
+
+/// The whole directory.
+#[derive(Clone, Debug, Default)]
+pub struct DirScan {
+    pub segments: Vec<SegmentScan>,
+    pub torn_tail: Option<TornTail>,
+}
+
+impl DirScan {
+    /// The last committed index (0 for an empty log).
+    pub fn last_index(&self) -> Index {
+        self.segments.last().map_or(Index::ZERO, |s| s.next_index.prev())
+    }
+}
+
+/// Scan every segment in `dir`. `visit` sees each committed write as (index, encoded key)
+/// in log order, transactions whole.
+pub fn scan_dir(
+    dir: &Path,
+    stride: u64,
+    mut visit: impl FnMut(Index, &[u8]),
+) -> Result<DirScan, OpenError> {
+    let listed = list_segments(dir).map_err(io_at(dir))?;
+    let mut out = DirScan::default();
+    let count = listed.len();
+    let mut pending: Vec<(Index, Vec<u8>)> = Vec::new();
+    for (i, (first, path)) in listed.into_iter().enumerate() {
+        let is_last = i + 1 == count;
+        let buf = fs::read(&path).map_err(io_at(&path))?;
+        let corrupt = |offset: u64, reason: String| OpenError::Corrupt {
+            file: path.clone(),
+            offset,
+            reason,
+        };
+        let declared = decode_header(&buf).map_err(|r| corrupt(0, r))?;
+        if declared != first {
+            return Err(corrupt(0, format!("header says first index {declared}, name says {first}")));
+        }
+        if let Some(prev) = out.segments.last() {
+            if prev.next_index != first {
+                return Err(corrupt(
+                    0,
+                    format!("gap: previous segment ends before {}, this starts at {first}", prev.next_index),
+                ));
+            }
+        }
+        let mut sparse = Vec::new();
+        pending.clear();
+        let end = scan_frames(&buf, first, RECORD_BYTES_MAX, |index, payload, offset| {
+            if (index.get() - first.get()) % stride == 0 {
+                sparse.push((index, offset));
+            }
+            let key = payload_key(payload).ok_or("record payload does not decode")?;
+            pending.push((index, key.to_vec()));
+            if payload[0] & spindle_core::RecordFlags::COMMIT != 0 {
+                for (index, key) in pending.drain(..) {
+                    visit(index, &key);
+                }
+            }
+            Ok(())
+        })
+        .map_err(|(offset, reason)| corrupt(offset, reason))?;
+
+        let clean = end.fault.is_none() && end.commit_next_index == end.next_index;
+        if !clean {
+            let reason = match end.fault {
+                Some((at, fault)) => format!("{fault} at offset {at}"),
+                None => "last transaction has no commit record".to_owned(),
+            };
+            if !is_last {
+                let at = end.fault.map_or(end.commit_end_offset, |(at, _)| at);
+                return Err(corrupt(at, format!("sealed segment damaged: {reason}")));
+            }
+            out.torn_tail = Some(TornTail {
+                file: path.clone(),
+                offset: end.commit_end_offset,
+                discarded_records: end.next_index.get() - end.commit_next_index.get(),
+                reason,
+            });
+        }
+        sparse.retain(|&(index, _)| index < end.commit_next_index);
+        out.segments.push(SegmentScan {
+            first,
+            path,
+            next_index: end.commit_next_index,
+            end_offset: end.commit_end_offset.max(SEGMENT_HEADER_BYTES),
+            file_bytes: buf.len() as u64,
+            sparse,
+        });
+    }
+    Ok(out)
+}

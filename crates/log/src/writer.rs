@@ -1,0 +1,303 @@
+//! The single writer thread: group commit.
+//!
+//! Loop: take everything queued (up to `group_commit_bytes_max`), check each transaction's
+//! conditions in arrival order against the version table, stamp indexes and checksums into
+//! one buffer, write it with one positioned write, fdatasync once, publish the new durable
+//! index, then answer every appender. While the writer syncs, the next batch gathers in the
+//! intake; nothing waits on a timer, so a lone appender waits for exactly one sync.
+//!
+//! A failed write or sync is sticky: every later append fails until the log is reopened.
+
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use spindle_core::Index;
+
+use crate::config::SyncMode;
+use crate::error::{AppendError, FailedCondition, TruncateError};
+use crate::file_log::{SegmentHandle, Shared};
+use crate::frame::seal_frame;
+use crate::intake::{Command, Pending};
+use crate::segment::{create_segment, sync_dir, SEGMENT_HEADER_BYTES};
+use crate::versions::VersionTable;
+
+/// Where the next batch is appended.
+pub(crate) struct Tail {
+    pub segment: Arc<SegmentHandle>,
+    pub offset: u64,
+    pub next_index: Index,
+}
+
+/// Where a transaction of `len` bytes goes (pure policy).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// Append to the current segment.
+    Here,
+    /// Seal the current segment and start a new one first.
+    Roll,
+}
+
+/// A transaction never spans segments; one larger than a whole segment gets a fresh segment
+/// of its own, which then grows past its preallocated size.
+pub(crate) fn place(offset: u64, len: u64, segment_bytes: u64) -> Placement {
+    if offset + len <= segment_bytes || offset == SEGMENT_HEADER_BYTES {
+        Placement::Here
+    } else {
+        Placement::Roll
+    }
+}
+
+pub(crate) struct Writer {
+    pub shared: Arc<Shared>,
+    pub tail: Tail,
+    pub versions: VersionTable,
+    buf: Vec<u8>,
+    replies: Vec<(tokio::sync::oneshot::Sender<Result<Index, AppendError>>, Result<Index, AppendError>)>,
+    /// Records appended to the tail segment since its last sparse-index entry.
+    since_sparse: u64,
+}
+
+impl Writer {
+    pub fn new(shared: Arc<Shared>, tail: Tail, versions: VersionTable) -> Self {
+        let since_sparse = u64::MAX / 2;
+        Writer { shared, tail, versions, buf: Vec::new(), replies: Vec::new(), since_sparse }
+    }
+
+    /// Run until the log is closed and the intake drained.
+    pub fn run(mut self) {
+        loop {
+            let (batch, commands, closed) = self.take();
+            if !batch.is_empty() {
+                self.commit(batch);
+            }
+            for cmd in commands {
+                self.command(cmd);
+            }
+            if closed {
+                return;
+            }
+        }
+    }
+
+    /// Wait for work and take up to one group commit's worth of it.
+    fn take(&mut self) -> (Vec<Pending>, Vec<Command>, bool) {
+        let shared = &self.shared;
+        let mut intake = shared.intake.lock();
+        while intake.queue.is_empty() && intake.commands.is_empty() && !intake.closed {
+            shared.intake_ready.wait(&mut intake);
+        }
+        let limit = shared.config.group_commit_bytes_max;
+        let (batch, bytes) = if intake.queued_bytes <= limit {
+            let bytes = std::mem::take(&mut intake.queued_bytes);
+            (std::mem::take(&mut intake.queue), bytes)
+        } else {
+            let mut bytes = 0;
+            let mut n = 0;
+            while n < intake.queue.len() && (n == 0 || bytes + intake.queue[n].txn.bytes() <= limit) {
+                bytes += intake.queue[n].txn.bytes();
+                n += 1;
+            }
+            intake.queued_bytes -= bytes;
+            (intake.queue.drain(..n).collect(), bytes)
+        };
+        let commands = std::mem::take(&mut intake.commands);
+        let closed = intake.closed && intake.queue.is_empty();
+        drop(intake);
+        shared.intake_permits.add_permits(bytes);
+        (batch, commands, closed)
+    }
+
+    fn commit(&mut self, batch: Vec<Pending>) {
+        if let Some(cause) = self.shared.failure() {
+            for p in batch {
+                let _ = p.reply.send(Err(AppendError::Failed { cause: cause.clone() }));
+            }
+            return;
+        }
+        self.buf.clear();
+        let mut last_commit = Index::ZERO;
+        for p in batch {
+            if let Some(cause) = self.shared.failure() {
+                self.replies.push((p.reply, Err(AppendError::Failed { cause })));
+                continue;
+            }
+            match self.stage(p.txn) {
+                Ok(Staged::Appended(commit)) => {
+                    last_commit = commit;
+                    self.replies.push((p.reply, Ok(commit)));
+                }
+                Ok(Staged::Conflict(failed)) => {
+                    self.replies.push((p.reply, Err(AppendError::Conflict { failed })))
+                }
+                Err(cause) => {
+                    self.shared.fail(cause.clone());
+                    self.replies.push((p.reply, Err(AppendError::Failed { cause })));
+                }
+            }
+        }
+        let flushed = if self.shared.failure().is_none() { self.flush() } else { Ok(()) };
+        if let Err(cause) = flushed {
+            self.shared.fail(cause);
+        }
+        if let Some(cause) = self.shared.failure() {
+            for (reply, result) in self.replies.drain(..) {
+                let r = result.and_then(|_| Err(AppendError::Failed { cause: cause.clone() }));
+                let _ = reply.send(r);
+            }
+            return;
+        }
+        if !last_commit.is_zero() {
+            let records = last_commit.get() - self.shared.durable_index().get();
+            self.shared.stats.records.fetch_add(records, Ordering::Relaxed);
+            self.shared.publish_durable(last_commit);
+        }
+        for (reply, result) in self.replies.drain(..) {
+            let _ = reply.send(result);
+        }
+    }
+
+    /// Check one transaction's conditions and, if they hold, stamp it into the buffer.
+    fn stage(&mut self, mut txn: crate::intake::PreparedTxn) -> Result<Staged, String> {
+        let mut failed = Vec::new();
+        for (key, expected, item) in &txn.conditions {
+            let actual = self.versions.get(key);
+            if actual != *expected {
+                failed.push(FailedCondition { key: item.clone(), expected: *expected, actual });
+            }
+        }
+        if !failed.is_empty() {
+            return Ok(Staged::Conflict(failed));
+        }
+        let len = txn.frames.len() as u64;
+        let at = self.tail.offset + self.buf.len() as u64;
+        if place(at, len, self.shared.config.segment_bytes) == Placement::Roll {
+            self.flush()?;
+            self.roll()?;
+        }
+        let stride = self.shared.config.sparse_index_stride_records;
+        let mut index = self.tail.next_index;
+        for span in &txn.records {
+            let frame = &mut txn.frames[span.frame_start as usize..span.frame_end as usize];
+            seal_frame(frame, index);
+            let key = &txn.frames[span.key_start as usize..span.key_end as usize];
+            self.versions.set(key, index);
+            if self.since_sparse >= stride {
+                let offset = self.tail.offset + self.buf.len() as u64 + u64::from(span.frame_start);
+                self.tail.segment.sparse.lock().push((index, offset));
+                self.since_sparse = 0;
+            }
+            self.since_sparse += 1;
+            index = index.next();
+        }
+        self.buf.extend_from_slice(&txn.frames);
+        let commit = self.tail.next_index.plus(txn.records.len() as u64 - 1);
+        self.tail.next_index = index;
+        Ok(Staged::Appended(commit))
+    }
+
+    /// Write the buffer at the tail and sync it.
+    fn flush(&mut self) -> Result<(), String> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let seg = &self.tail.segment;
+        fail::fail_point!("log::write", |_| Err("injected write failure".to_owned()));
+        seg.file
+            .write_all_at(&self.buf, self.tail.offset)
+            .map_err(|e| format!("write to {}: {e}", seg.path.display()))?;
+        if self.shared.config.sync == SyncMode::Data {
+            fail::fail_point!("log::sync", |_| Err("injected fdatasync failure".to_owned()));
+            seg.file.sync_data().map_err(|e| format!("fdatasync {}: {e}", seg.path.display()))?;
+            self.shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.tail.offset += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Seal the tail segment and start the next one at the next index.
+    fn roll(&mut self) -> Result<(), String> {
+        let dir = &self.shared.dir;
+        let first = self.tail.next_index;
+        let file = create_segment(dir, first, self.shared.config.segment_bytes)
+            .map_err(|e| format!("create segment at {first} in {}: {e}", dir.display()))?;
+        let segment = Arc::new(SegmentHandle::new(first, dir.join(crate::segment::segment_file_name(first)), file));
+        self.shared.segments.write().push(segment.clone());
+        self.tail = Tail { segment, offset: SEGMENT_HEADER_BYTES, next_index: first };
+        self.since_sparse = u64::MAX / 2;
+        Ok(())
+    }
+
+    fn command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Truncate { below, reply } => {
+                let _ = reply.send(self.truncate(below));
+            }
+        }
+    }
+
+    /// Checkpoint the version table, then delete whole segments below `below`, oldest first.
+    fn truncate(&mut self, below: Index) -> Result<Index, TruncateError> {
+        if let Some(cause) = self.shared.failure() {
+            return Err(TruncateError::Failed { cause });
+        }
+        let doomed: Vec<Arc<SegmentHandle>> = {
+            let segs = self.shared.segments.read();
+            segs.windows(2)
+                .take_while(|w| w[1].first <= below)
+                .map(|w| w[0].clone())
+                .collect()
+        };
+        if doomed.is_empty() {
+            return Ok(self.shared.first_index());
+        }
+        let dir = &self.shared.dir;
+        let durable = self.shared.durable_index();
+        if let Err(e) = self.versions.write_checkpoint(dir, durable) {
+            let cause = format!("write version checkpoint in {}: {e}", dir.display());
+            self.shared.fail(cause.clone());
+            return Err(TruncateError::Failed { cause });
+        }
+        for seg in &doomed {
+            // Readers holding the handle keep reading the unlinked file; new reads see
+            // `Truncated` once the list is updated below.
+            {
+                let mut segs = self.shared.segments.write();
+                segs.remove(0);
+                self.shared.first.store(segs[0].first.get(), Ordering::Release);
+            }
+            if let Err(e) = std::fs::remove_file(&seg.path) {
+                let cause = format!("delete {}: {e}", seg.path.display());
+                self.shared.fail(cause.clone());
+                return Err(TruncateError::Failed { cause });
+            }
+        }
+        if let Err(e) = sync_dir(dir) {
+            let cause = format!("sync {}: {e}", dir.display());
+            self.shared.fail(cause.clone());
+            return Err(TruncateError::Failed { cause });
+        }
+        Ok(self.shared.first_index())
+    }
+}
+
+enum Staged {
+    Appended(Index),
+    Conflict(Vec<FailedCondition>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_rolls_only_when_full_and_never_leaves_a_segment_empty() {
+        let h = SEGMENT_HEADER_BYTES;
+        assert_eq!(place(h, 100, 1000), Placement::Here);
+        assert_eq!(place(900, 100, 1000), Placement::Here);
+        assert_eq!(place(901, 100, 1000), Placement::Roll);
+        assert_eq!(place(h, 5000, 1000), Placement::Here, "oversized txn gets its own segment");
+    }
+}
