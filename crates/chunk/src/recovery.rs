@@ -141,9 +141,12 @@ fn scan_and_cut(
 /// the process stopped: write its header again.
 fn repair_empty_header(dir: &Path, n: u32) -> Result<()> {
     let path = format::volume_path(dir, n);
+    if file_len(&path)? > VOLUME_HEADER_LEN {
+        return Ok(());
+    }
     let bytes = fs::read(&path).map_err(|e| ChunkError::io("read volume", &path, e))?;
     let header = format::encode_volume_header(n);
-    if bytes.len() as u64 > VOLUME_HEADER_LEN || bytes == header {
+    if bytes == header {
         return Ok(());
     }
     let mut f = OpenOptions::new()

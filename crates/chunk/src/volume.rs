@@ -27,6 +27,9 @@ impl VolumeFile {
     /// Open an existing volume for reading.
     pub fn open(path: PathBuf) -> Result<Self> {
         let file = File::open(&path).map_err(|e| ChunkError::io("open volume", &path, e))?;
+        // Gets are random reads of whole records: readahead past a record is wasted I/O.
+        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random)
+            .map_err(|e| ChunkError::io("fadvise volume", &path, e.into()))?;
         Ok(Self { path, file })
     }
 
