@@ -13,13 +13,21 @@ pub enum InputError {
     #[error("{field} is empty")]
     EmptyField { field: &'static str },
     #[error("{field} is {len} bytes; the limit is {max}")]
-    FieldTooLong { field: &'static str, len: usize, max: usize },
+    FieldTooLong {
+        field: &'static str,
+        len: usize,
+        max: usize,
+    },
     #[error("{field} is not valid UTF-8 (bad byte at offset {offset})")]
     NotUtf8 { field: &'static str, offset: usize },
     #[error("value is not a JSON object: {reason}")]
     NotJsonObject { reason: String },
     #[error("record for {item} is {len} bytes; the limit is {max}")]
-    RecordTooLarge { item: String, len: usize, max: usize },
+    RecordTooLarge {
+        item: String,
+        len: usize,
+        max: usize,
+    },
     #[error("transaction is {len} bytes; the limit is {max}")]
     TransactionTooLarge { len: usize, max: usize },
     #[error("condition on {item} appears twice")]

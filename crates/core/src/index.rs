@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 
 /// A log index (Lsn-style newtype). Also an item's version: the index of the record that
 /// wrote it. `Index::ZERO` is "absent / before the first record".
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Index(u64);
 

@@ -32,8 +32,14 @@ pub enum ItemKind {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum ItemKey {
-    Node { id: String },
-    Edge { from: String, label: String, to: String },
+    Node {
+        id: String,
+    },
+    Edge {
+        from: String,
+        label: String,
+        to: String,
+    },
 }
 
 fn check_field(field: &'static str, s: &str, max: usize) -> Result<(), InputError> {
@@ -41,15 +47,21 @@ fn check_field(field: &'static str, s: &str, max: usize) -> Result<(), InputErro
         return Err(InputError::EmptyField { field });
     }
     if s.len() > max {
-        return Err(InputError::FieldTooLong { field, len: s.len(), max });
+        return Err(InputError::FieldTooLong {
+            field,
+            len: s.len(),
+            max,
+        });
     }
     Ok(())
 }
 
 /// Validate raw bytes as a UTF-8 field (for callers that receive bytes, not `str`).
 pub fn field_from_bytes(field: &'static str, bytes: &[u8]) -> Result<String, InputError> {
-    let s = std::str::from_utf8(bytes)
-        .map_err(|e| InputError::NotUtf8 { field, offset: e.valid_up_to() })?;
+    let s = std::str::from_utf8(bytes).map_err(|e| InputError::NotUtf8 {
+        field,
+        offset: e.valid_up_to(),
+    })?;
     Ok(s.to_owned())
 }
 
@@ -67,7 +79,11 @@ impl ItemKey {
         label: impl Into<String>,
         to: impl Into<String>,
     ) -> Result<Self, InputError> {
-        let key = ItemKey::Edge { from: from.into(), label: label.into(), to: to.into() };
+        let key = ItemKey::Edge {
+            from: from.into(),
+            label: label.into(),
+            to: to.into(),
+        };
         key.validate()?;
         Ok(key)
     }
@@ -152,7 +168,9 @@ impl ItemKey {
         }
         let mut pos = 1;
         let key = match *buf.first()? {
-            0 => ItemKey::Node { id: field(buf, &mut pos)? },
+            0 => ItemKey::Node {
+                id: field(buf, &mut pos)?,
+            },
             1 => {
                 let from = field(buf, &mut pos)?;
                 let label = field(buf, &mut pos)?;
@@ -196,13 +214,22 @@ mod tests {
 
     #[test]
     fn bad_keys_are_refused() {
-        assert_eq!(ItemKey::node(""), Err(InputError::EmptyField { field: "node id" }));
+        assert_eq!(
+            ItemKey::node(""),
+            Err(InputError::EmptyField { field: "node id" })
+        );
         let long = "x".repeat(ITEM_ID_BYTES_MAX + 1);
-        assert!(matches!(ItemKey::node(long), Err(InputError::FieldTooLong { .. })));
+        assert!(matches!(
+            ItemKey::node(long),
+            Err(InputError::FieldTooLong { .. })
+        ));
         let long_label = "l".repeat(LABEL_BYTES_MAX + 1);
         assert!(matches!(
             ItemKey::edge("a", long_label, "b"),
-            Err(InputError::FieldTooLong { field: "edge label", .. })
+            Err(InputError::FieldTooLong {
+                field: "edge label",
+                ..
+            })
         ));
         assert!(matches!(
             field_from_bytes("node id", b"ab\xffcd"),

@@ -17,7 +17,7 @@ pub mod value;
 
 pub use error::InputError;
 pub use index::Index;
-pub use item::{ItemKey, ItemKind, LABEL_BYTES_MAX, ITEM_ID_BYTES_MAX};
+pub use item::{ItemKey, ItemKind, ITEM_ID_BYTES_MAX, LABEL_BYTES_MAX};
 pub use partition::{partition_hash, Partition};
 pub use record::{Record, RecordFlags};
 pub use txn::{Condition, Transaction, Write, RECORD_BYTES_MAX, TXN_RECORDS_MAX};

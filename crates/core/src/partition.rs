@@ -26,7 +26,10 @@ pub struct Partition {
 
 impl Partition {
     /// The whole hash space.
-    pub const ALL: Partition = Partition { lo: 0, hi: HASH_SPACE };
+    pub const ALL: Partition = Partition {
+        lo: 0,
+        hi: HASH_SPACE,
+    };
 
     /// `[lo, hi)`; `None` if empty or out of the hash space.
     pub fn new(lo: u64, hi: u64) -> Option<Self> {
@@ -99,7 +102,9 @@ mod tests {
         let b = Partition::nth(2, 6);
         let both = a.intersect(b).unwrap();
         assert!(a.covers(both) && b.covers(both));
-        assert!(Partition::nth(0, 4).intersect(Partition::nth(5, 6)).is_none());
+        assert!(Partition::nth(0, 4)
+            .intersect(Partition::nth(5, 6))
+            .is_none());
         assert!(Partition::new(5, 5).is_none());
         assert!(Partition::new(0, HASH_SPACE + 1).is_none());
     }

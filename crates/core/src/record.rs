@@ -101,7 +101,12 @@ pub fn decode_payload(index: Index, payload: &[u8]) -> Result<Record, PayloadErr
         let text = std::str::from_utf8(body).map_err(|_| PayloadError::BadValue)?;
         Value::Object(text.to_owned())
     };
-    Ok(Record { index, commit: flags & RecordFlags::COMMIT != 0, key, value })
+    Ok(Record {
+        index,
+        commit: flags & RecordFlags::COMMIT != 0,
+        key,
+        value,
+    })
 }
 
 /// The key-encoding bytes of a payload (for version-table lookups without decoding).
@@ -117,13 +122,24 @@ mod tests {
     #[test]
     fn payload_round_trip() {
         let key = ItemKey::edge("a", "knows", "b").unwrap();
-        for (commit, value) in [(true, Value::json("{\"w\":1}").unwrap()), (false, Value::Tombstone)] {
+        for (commit, value) in [
+            (true, Value::json("{\"w\":1}").unwrap()),
+            (false, Value::Tombstone),
+        ] {
             let mut out = Vec::new();
             let key_range = encode_payload(commit, &key, &value, &mut out);
             assert_eq!(out.len(), encoded_payload_len(&key, &value));
             assert_eq!(&out[key_range], key.to_bytes().as_slice());
             let rec = decode_payload(Index::new(9), &out).unwrap();
-            assert_eq!(rec, Record { index: Index::new(9), commit, key: key.clone(), value });
+            assert_eq!(
+                rec,
+                Record {
+                    index: Index::new(9),
+                    commit,
+                    key: key.clone(),
+                    value
+                }
+            );
         }
     }
 
@@ -137,9 +153,15 @@ mod tests {
         }
         let mut bad_flags = out.clone();
         bad_flags[0] = 0x80;
-        assert_eq!(decode_payload(Index::FIRST, &bad_flags), Err(PayloadError::UnknownFlags));
+        assert_eq!(
+            decode_payload(Index::FIRST, &bad_flags),
+            Err(PayloadError::UnknownFlags)
+        );
         let mut trailing = out;
         trailing.push(0);
-        assert_eq!(decode_payload(Index::FIRST, &trailing), Err(PayloadError::TrailingBytes));
+        assert_eq!(
+            decode_payload(Index::FIRST, &trailing),
+            Err(PayloadError::TrailingBytes)
+        );
     }
 }

@@ -49,7 +49,10 @@ impl Transaction {
 
     /// A one-write transaction without conditions.
     pub fn single(key: ItemKey, value: Value) -> Self {
-        Transaction { writes: vec![Write { key, value }], conditions: Vec::new() }
+        Transaction {
+            writes: vec![Write { key, value }],
+            conditions: Vec::new(),
+        }
     }
 
     pub fn write(mut self, key: ItemKey, value: Value) -> Self {
@@ -87,13 +90,18 @@ impl Transaction {
             total += len;
         }
         if total > TXN_BYTES_MAX {
-            return Err(InputError::TransactionTooLarge { len: total, max: TXN_BYTES_MAX });
+            return Err(InputError::TransactionTooLarge {
+                len: total,
+                max: TXN_BYTES_MAX,
+            });
         }
         if self.conditions.len() > 1 {
             let mut seen = HashSet::with_capacity(self.conditions.len());
             for c in &self.conditions {
                 if !seen.insert(&c.key) {
-                    return Err(InputError::DuplicateCondition { item: c.key.to_string() });
+                    return Err(InputError::DuplicateCondition {
+                        item: c.key.to_string(),
+                    });
                 }
             }
         }
@@ -114,7 +122,10 @@ mod tests {
 
     #[test]
     fn empty_transaction_is_refused() {
-        assert_eq!(Transaction::new().validate(), Err(InputError::EmptyTransaction));
+        assert_eq!(
+            Transaction::new().validate(),
+            Err(InputError::EmptyTransaction)
+        );
         let only_condition = Transaction::new().condition(node("a"), Index::ZERO);
         assert_eq!(only_condition.validate(), Err(InputError::EmptyTransaction));
     }
@@ -123,7 +134,10 @@ mod tests {
     fn oversized_record_is_refused() {
         let big = format!("{{\"x\":\"{}\"}}", "y".repeat(RECORD_BYTES_MAX));
         let txn = Transaction::single(node("a"), Value::json(big).unwrap());
-        assert!(matches!(txn.validate(), Err(InputError::RecordTooLarge { .. })));
+        assert!(matches!(
+            txn.validate(),
+            Err(InputError::RecordTooLarge { .. })
+        ));
     }
 
     #[test]
@@ -133,7 +147,10 @@ mod tests {
         for i in 0..(TXN_BYTES_MAX / RECORD_BYTES_MAX + 1) {
             txn = txn.write(node(&format!("n{i}")), Value::json(half.clone()).unwrap());
         }
-        assert!(matches!(txn.validate(), Err(InputError::TransactionTooLarge { .. })));
+        assert!(matches!(
+            txn.validate(),
+            Err(InputError::TransactionTooLarge { .. })
+        ));
     }
 
     #[test]
@@ -150,6 +167,9 @@ mod tests {
         let txn = Transaction::single(node("a"), Value::Tombstone)
             .condition(node("b"), Index::ZERO)
             .condition(node("b"), Index::new(3));
-        assert!(matches!(txn.validate(), Err(InputError::DuplicateCondition { .. })));
+        assert!(matches!(
+            txn.validate(),
+            Err(InputError::DuplicateCondition { .. })
+        ));
     }
 }

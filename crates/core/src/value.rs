@@ -64,7 +64,9 @@ fn check_json_object(text: &str) -> Result<(), InputError> {
     // A well-formed JSON document that starts with '{' is exactly one object.
     serde_json::from_str::<IgnoredAny>(text)
         .map(|_| ())
-        .map_err(|e| InputError::NotJsonObject { reason: e.to_string() })
+        .map_err(|e| InputError::NotJsonObject {
+            reason: e.to_string(),
+        })
 }
 
 impl fmt::Debug for Value {
@@ -83,18 +85,26 @@ mod tests {
     #[test]
     fn objects_are_accepted_as_given() {
         let v = Value::json(r#" {"Type":"ItemCreated","ItemId":"1324"}"#).unwrap();
-        assert_eq!(v.as_json(), Some(r#" {"Type":"ItemCreated","ItemId":"1324"}"#));
+        assert_eq!(
+            v.as_json(),
+            Some(r#" {"Type":"ItemCreated","ItemId":"1324"}"#)
+        );
         assert!(Value::json("{}").is_ok());
     }
 
     #[test]
     fn non_objects_are_refused() {
-        for bad in ["", "[]", "1", "\"s\"", "null", "{", "{\"a\":}", "{} {}", "{}x"] {
+        for bad in [
+            "", "[]", "1", "\"s\"", "null", "{", "{\"a\":}", "{} {}", "{}x",
+        ] {
             assert!(
                 matches!(Value::json(bad), Err(InputError::NotJsonObject { .. })),
                 "{bad:?} was accepted"
             );
         }
-        assert!(matches!(Value::json_bytes(b"{\"a\":\"\xff\"}"), Err(InputError::NotUtf8 { .. })));
+        assert!(matches!(
+            Value::json_bytes(b"{\"a\":\"\xff\"}"),
+            Err(InputError::NotUtf8 { .. })
+        ));
     }
 }

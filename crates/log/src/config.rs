@@ -48,7 +48,10 @@ pub const TXN_FRAME_BYTES_MAX: usize = TXN_BYTES_MAX + TXN_RECORDS_MAX * FRAME_H
 impl LogConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.segment_bytes < 4096 {
-            return Err(format!("segment_bytes {} is below 4096", self.segment_bytes));
+            return Err(format!(
+                "segment_bytes {} is below 4096",
+                self.segment_bytes
+            ));
         }
         if self.intake_bytes_max < TXN_FRAME_BYTES_MAX {
             return Err(format!(

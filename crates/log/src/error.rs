@@ -51,9 +51,16 @@ pub enum ReadError {
     Truncated { first: Index },
     /// The bytes on disk are damaged.
     #[error("corrupt log file {}: offset {offset}: {reason}", file.display())]
-    Corrupt { file: PathBuf, offset: u64, reason: String },
+    Corrupt {
+        file: PathBuf,
+        offset: u64,
+        reason: String,
+    },
     #[error("I/O error reading {}: {source}", file.display())]
-    Io { file: PathBuf, source: Arc<io::Error> },
+    Io {
+        file: PathBuf,
+        source: Arc<io::Error>,
+    },
     #[error("log is closed")]
     Closed,
 }
@@ -65,7 +72,11 @@ pub enum OpenError {
     Io { path: PathBuf, source: io::Error },
     /// Damage outside the torn tail: never repaired silently.
     #[error("corrupt log file {}: offset {offset}: {reason}", file.display())]
-    Corrupt { file: PathBuf, offset: u64, reason: String },
+    Corrupt {
+        file: PathBuf,
+        offset: u64,
+        reason: String,
+    },
     #[error("log directory {} is in use by another process", dir.display())]
     Locked { dir: PathBuf },
     #[error("bad log configuration: {0}")]

@@ -37,7 +37,12 @@ pub(crate) struct SegmentHandle {
 
 impl SegmentHandle {
     pub fn new(first: Index, path: PathBuf, file: File) -> Self {
-        SegmentHandle { first, path, file, sparse: Mutex::new(Vec::new()) }
+        SegmentHandle {
+            first,
+            path,
+            file,
+            sparse: Mutex::new(Vec::new()),
+        }
     }
 }
 
@@ -149,7 +154,13 @@ impl FileLog {
         let (mut versions, as_of) = match checkpoint {
             None => (VersionTable::new(), Index::ZERO),
             Some(Ok(t)) => t,
-            Some(Err(reason)) => return Err(OpenError::Corrupt { file: ckpt_path, offset: 0, reason }),
+            Some(Err(reason)) => {
+                return Err(OpenError::Corrupt {
+                    file: ckpt_path,
+                    offset: 0,
+                    reason,
+                })
+            }
         };
         let stride = config.sparse_index_stride_records;
         let scan = scan_dir(&dir, stride, |index, key| {
@@ -159,7 +170,11 @@ impl FileLog {
         })?;
         let mut segments = Vec::with_capacity(scan.segments.len());
         for s in &scan.segments {
-            let file = OpenOptions::new().read(true).write(true).open(&s.path).map_err(io_at(&s.path))?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&s.path)
+                .map_err(io_at(&s.path))?;
             let handle = SegmentHandle::new(s.first, s.path.clone(), file);
             *handle.sparse.lock() = s.sparse.clone();
             segments.push(Arc::new(handle));
@@ -175,7 +190,8 @@ impl FileLog {
             (Some(f), last) => (f.first, last),
             (None, _) => {
                 let first = as_of.next();
-                let file = create_segment(&dir, first, config.segment_bytes).map_err(io_at(&dir))?;
+                let file =
+                    create_segment(&dir, first, config.segment_bytes).map_err(io_at(&dir))?;
                 let path = dir.join(segment_file_name(first));
                 segments.push(Arc::new(SegmentHandle::new(first, path, file)));
                 (first, as_of)
@@ -190,8 +206,10 @@ impl FileLog {
                 ),
             });
         }
-        let tail_scan_end =
-            scan.segments.last().map_or(SEGMENT_HEADER_BYTES, |s| s.end_offset);
+        let tail_scan_end = scan
+            .segments
+            .last()
+            .map_or(SEGMENT_HEADER_BYTES, |s| s.end_offset);
         let tail = Tail {
             segment: segments.last().expect("at least one segment").clone(),
             offset: tail_scan_end,
@@ -261,7 +279,12 @@ impl FileLog {
         }
         let bytes = txn.bytes();
         let permits = u32::try_from(bytes).expect("transaction size is bounded");
-        shared.intake_permits.acquire_many(permits).await.map_err(|_| AppendError::Closed)?.forget();
+        shared
+            .intake_permits
+            .acquire_many(permits)
+            .await
+            .map_err(|_| AppendError::Closed)?
+            .forget();
         let (reply, rx) = oneshot::channel();
         let mut intake = shared.intake.lock();
         if intake.closed {
@@ -295,7 +318,10 @@ impl FileLog {
     /// Resolve once the durable index is at least `index`; returns the durable index.
     pub async fn wait_for(&self, index: Index) -> Result<Index, ReadError> {
         let mut rx = self.inner.shared.durable.subscribe();
-        let seen = rx.wait_for(|d| *d >= index).await.map_err(|_| ReadError::Closed)?;
+        let seen = rx
+            .wait_for(|d| *d >= index)
+            .await
+            .map_err(|_| ReadError::Closed)?;
         Ok(*seen)
     }
 
@@ -316,6 +342,16 @@ impl FileLog {
         rx.await.map_err(|_| TruncateError::Closed)?
     }
 
+    /// Bytes of encoded transactions waiting for the writer.
+    pub fn intake_queued_bytes(&self) -> usize {
+        self.inner.shared.intake.lock().queued_bytes
+    }
+
+    /// Whether the writer has taken everything queued.
+    pub fn intake_is_empty(&self) -> bool {
+        self.inner.shared.intake.lock().queue.is_empty()
+    }
+
     /// Counters: group commits, syncs, durable records.
     pub fn stats(&self) -> &LogStats {
         &self.inner.shared.stats
@@ -334,18 +370,32 @@ impl FileLog {
 
 fn lock_dir(dir: &Path) -> Result<File, OpenError> {
     let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io_at(&path))?;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_at(&path))?;
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(file),
-        Err(rustix::io::Errno::WOULDBLOCK) => Err(OpenError::Locked { dir: dir.to_path_buf() }),
-        Err(e) => Err(OpenError::Io { path, source: e.into() }),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(OpenError::Locked {
+            dir: dir.to_path_buf(),
+        }),
+        Err(e) => Err(OpenError::Io {
+            path,
+            source: e.into(),
+        }),
     }
 }
 
 fn remove_temporaries(dir: &Path) -> Result<(), OpenError> {
     for entry in std::fs::read_dir(dir).map_err(io_at(dir))? {
         let entry = entry.map_err(io_at(dir))?;
-        if entry.file_name().to_str().is_some_and(|n| n.ends_with(".tmp")) {
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.ends_with(".tmp"))
+        {
             std::fs::remove_file(entry.path()).map_err(io_at(entry.path()))?;
         }
     }

@@ -54,7 +54,9 @@ pub fn frame_crc(len: [u8; 4], index: [u8; 8], payload: &[u8]) -> u32 {
 
 /// Append a frame for `payload` at `index`.
 pub fn encode_frame(index: Index, payload: &[u8], out: &mut Vec<u8>) {
-    let len = u32::try_from(payload.len()).expect("payload fits u32").to_le_bytes();
+    let len = u32::try_from(payload.len())
+        .expect("payload fits u32")
+        .to_le_bytes();
     let idx = index.get().to_le_bytes();
     out.extend_from_slice(&len);
     out.extend_from_slice(&frame_crc(len, idx, payload).to_le_bytes());
@@ -85,7 +87,11 @@ impl Frame<'_> {
 }
 
 /// Parse the frame at the start of `buf`, expecting `expected` as its index.
-pub fn decode_frame(buf: &[u8], expected: Index, payload_max: usize) -> Result<Frame<'_>, FrameFault> {
+pub fn decode_frame(
+    buf: &[u8],
+    expected: Index,
+    payload_max: usize,
+) -> Result<Frame<'_>, FrameFault> {
     let header = buf.get(..FRAME_HEADER_BYTES).ok_or(FrameFault::Short)?;
     let len_bytes: [u8; 4] = header[0..4].try_into().expect("4 bytes");
     let len = u32::from_le_bytes(len_bytes);
@@ -105,7 +111,10 @@ pub fn decode_frame(buf: &[u8], expected: Index, payload_max: usize) -> Result<F
     }
     let index = Index::new(u64::from_le_bytes(idx_bytes));
     if index != expected {
-        return Err(FrameFault::WrongIndex { expected, found: index });
+        return Err(FrameFault::WrongIndex {
+            expected,
+            found: index,
+        });
     }
     Ok(Frame { index, payload })
 }
@@ -123,15 +132,27 @@ mod tests {
         assert_eq!(f.total_len(), buf.len());
         assert_eq!(
             decode_frame(&buf, Index::new(8), 1024).unwrap_err(),
-            FrameFault::WrongIndex { expected: Index::new(8), found: Index::new(7) }
+            FrameFault::WrongIndex {
+                expected: Index::new(8),
+                found: Index::new(7)
+            }
         );
         for i in 0..buf.len() {
             let mut bad = buf.clone();
             bad[i] ^= 0x10;
-            assert!(decode_frame(&bad, Index::new(7), 1024).is_err(), "flip at {i} undetected");
+            assert!(
+                decode_frame(&bad, Index::new(7), 1024).is_err(),
+                "flip at {i} undetected"
+            );
         }
-        assert_eq!(decode_frame(&buf[..10], Index::new(7), 1024).unwrap_err(), FrameFault::Short);
-        assert_eq!(decode_frame(&[0; 32], Index::new(7), 1024).unwrap_err(), FrameFault::Zero);
+        assert_eq!(
+            decode_frame(&buf[..10], Index::new(7), 1024).unwrap_err(),
+            FrameFault::Short
+        );
+        assert_eq!(
+            decode_frame(&[0; 32], Index::new(7), 1024).unwrap_err(),
+            FrameFault::Zero
+        );
     }
 
     #[test]

@@ -52,13 +52,21 @@ pub fn inspect(dir: &Path) -> Result<InspectReport, OpenError> {
         });
     }
     let ckpt_path = dir.join(crate::versions::CHECKPOINT_FILE);
-    let (mut table, as_of) = match VersionTable::read_checkpoint(dir)
-        .map_err(|source| OpenError::Io { path: ckpt_path.clone(), source })?
-    {
-        None => (VersionTable::new(), None),
-        Some(Ok((t, a))) => (t, Some(a)),
-        Some(Err(reason)) => return Err(OpenError::Corrupt { file: ckpt_path, offset: 0, reason }),
-    };
+    let (mut table, as_of) =
+        match VersionTable::read_checkpoint(dir).map_err(|source| OpenError::Io {
+            path: ckpt_path.clone(),
+            source,
+        })? {
+            None => (VersionTable::new(), None),
+            Some(Ok((t, a))) => (t, Some(a)),
+            Some(Err(reason)) => {
+                return Err(OpenError::Corrupt {
+                    file: ckpt_path,
+                    offset: 0,
+                    reason,
+                })
+            }
+        };
     let floor = as_of.unwrap_or(Index::ZERO);
     let scan = scan_dir(dir, u64::MAX, |index, key| {
         if index > floor {

@@ -34,8 +34,7 @@ impl PreparedTxn {
     /// Validate and encode. Bad input is refused here, before anything is queued.
     pub fn new(txn: &Transaction) -> Result<Self, AppendError> {
         let payload_bytes = txn.validate()?;
-        let mut frames =
-            Vec::with_capacity(payload_bytes + txn.writes.len() * FRAME_HEADER_BYTES);
+        let mut frames = Vec::with_capacity(payload_bytes + txn.writes.len() * FRAME_HEADER_BYTES);
         let mut records = Vec::with_capacity(txn.writes.len());
         let last = txn.writes.len() - 1;
         for (i, w) in txn.writes.iter().enumerate() {
@@ -51,9 +50,16 @@ impl PreparedTxn {
                 key_end: key.end as u32,
             });
         }
-        let conditions =
-            txn.conditions.iter().map(|c| (c.key.to_bytes(), c.expected, c.key.clone())).collect();
-        Ok(PreparedTxn { frames, records, conditions })
+        let conditions = txn
+            .conditions
+            .iter()
+            .map(|c| (c.key.to_bytes(), c.expected, c.key.clone()))
+            .collect();
+        Ok(PreparedTxn {
+            frames,
+            records,
+            conditions,
+        })
     }
 
     pub fn bytes(&self) -> usize {
@@ -103,9 +109,16 @@ mod tests {
             let frame = &mut p.frames[s.frame_start as usize..s.frame_end as usize];
             seal_frame(frame, Index::new(10 + i as u64));
             let f = decode_frame(frame, Index::new(10 + i as u64), 1 << 20).unwrap();
-            assert_eq!(f.payload[0] & 1, u8::from(i == 1), "only the last record commits");
+            assert_eq!(
+                f.payload[0] & 1,
+                u8::from(i == 1),
+                "only the last record commits"
+            );
         }
         let key = &p.frames[spans[1].key_start as usize..spans[1].key_end as usize];
-        assert_eq!(key, ItemKey::edge("a", "l", "b").unwrap().to_bytes().as_slice());
+        assert_eq!(
+            key,
+            ItemKey::edge("a", "l", "b").unwrap().to_bytes().as_slice()
+        );
     }
 }

@@ -12,8 +12,8 @@ pub mod config;
 pub mod error;
 mod file_log;
 pub mod frame;
-mod intake;
 pub mod inspect;
+mod intake;
 mod reader;
 pub mod recovery;
 pub mod segment;
@@ -36,11 +36,18 @@ pub trait Log: Send + Sync + 'static {
     /// once durable.
     fn append(&self, txn: &Transaction) -> impl Future<Output = Result<Index, AppendError>> + Send;
     /// Durable records from `from`, ending on a transaction boundary.
-    fn read(&self, from: Index, max_records: usize) -> impl Future<Output = Result<Vec<Record>, ReadError>> + Send;
+    fn read(
+        &self,
+        from: Index,
+        max_records: usize,
+    ) -> impl Future<Output = Result<Vec<Record>, ReadError>> + Send;
     /// Resolve once the durable index reaches `index`.
     fn wait_for(&self, index: Index) -> impl Future<Output = Result<Index, ReadError>> + Send;
     /// Delete whole stored units below `below`; returns the first retained index.
-    fn truncate_prefix(&self, below: Index) -> impl Future<Output = Result<Index, TruncateError>> + Send;
+    fn truncate_prefix(
+        &self,
+        below: Index,
+    ) -> impl Future<Output = Result<Index, TruncateError>> + Send;
     fn durable_index(&self) -> Index;
     fn first_index(&self) -> Index;
 }
@@ -58,7 +65,10 @@ impl Log for FileLog {
         FileLog::wait_for(self, index)
     }
 
-    fn truncate_prefix(&self, below: Index) -> impl Future<Output = Result<Index, TruncateError>> + Send {
+    fn truncate_prefix(
+        &self,
+        below: Index,
+    ) -> impl Future<Output = Result<Index, TruncateError>> + Send {
         FileLog::truncate_prefix(self, below)
     }
 

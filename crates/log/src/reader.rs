@@ -16,7 +16,11 @@ use crate::file_log::{SegmentHandle, Shared};
 use crate::frame::{decode_frame, FrameFault, FRAME_HEADER_BYTES};
 use crate::segment::SEGMENT_HEADER_BYTES;
 
-pub(crate) fn read_range(shared: &Shared, from: Index, max_records: usize) -> Result<Vec<Record>, ReadError> {
+pub(crate) fn read_range(
+    shared: &Shared,
+    from: Index,
+    max_records: usize,
+) -> Result<Vec<Record>, ReadError> {
     let from = from.max(Index::FIRST);
     let durable = shared.durable_index();
     let mut out = Vec::new();
@@ -53,7 +57,11 @@ fn read_segment(
     let (mut index, mut offset) = {
         let sparse = seg.sparse.lock();
         let pos = sparse.partition_point(|&(i, _)| i <= *next);
-        if pos == 0 { (seg.first, SEGMENT_HEADER_BYTES) } else { sparse[pos - 1] }
+        if pos == 0 {
+            (seg.first, SEGMENT_HEADER_BYTES)
+        } else {
+            sparse[pos - 1]
+        }
     };
     let chunk = shared.config.read_chunk_bytes;
     let mut buf = vec![0u8; chunk];
@@ -72,7 +80,10 @@ fn read_segment(
                     let len = frame.total_len();
                     if index >= *next {
                         let rec = decode_payload(index, frame.payload).map_err(|e| {
-                            corrupt(offset + pos as u64, format!("record does not decode: {e:?}"))
+                            corrupt(
+                                offset + pos as u64,
+                                format!("record does not decode: {e:?}"),
+                            )
                         })?;
                         let commit = rec.commit;
                         out.push(rec);
@@ -92,10 +103,16 @@ fn read_segment(
         if !progressed {
             // One frame larger than the chunk: grow the buffer to hold it.
             let need = frame_len(&buf[..filled]).ok_or_else(|| {
-                corrupt(offset, "frame header cut short below the durable index".into())
+                corrupt(
+                    offset,
+                    "frame header cut short below the durable index".into(),
+                )
             })?;
             if need <= buf.len() {
-                return Err(corrupt(offset, "frame cut short below the durable index".into()));
+                return Err(corrupt(
+                    offset,
+                    "frame cut short below the durable index".into(),
+                ));
             }
             buf.resize(need, 0);
             continue;
@@ -118,7 +135,10 @@ fn read_at(seg: &SegmentHandle, buf: &mut [u8], offset: u64) -> Result<usize, Re
             Ok(n) => filled += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => {
-                return Err(ReadError::Io { file: seg.path.clone(), source: Arc::new(e) });
+                return Err(ReadError::Io {
+                    file: seg.path.clone(),
+                    source: Arc::new(e),
+                });
             }
         }
     }

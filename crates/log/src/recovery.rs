@@ -50,7 +50,9 @@ pub struct DirScan {
 impl DirScan {
     /// The last committed index (0 for an empty log).
     pub fn last_index(&self) -> Index {
-        self.segments.last().map_or(Index::ZERO, |s| s.next_index.prev())
+        self.segments
+            .last()
+            .map_or(Index::ZERO, |s| s.next_index.prev())
     }
 }
 
@@ -75,13 +77,19 @@ pub fn scan_dir(
         };
         let declared = decode_header(&buf).map_err(|r| corrupt(0, r))?;
         if declared != first {
-            return Err(corrupt(0, format!("header says first index {declared}, name says {first}")));
+            return Err(corrupt(
+                0,
+                format!("header says first index {declared}, name says {first}"),
+            ));
         }
         if let Some(prev) = out.segments.last() {
             if prev.next_index != first {
                 return Err(corrupt(
                     0,
-                    format!("gap: previous segment ends before {}, this starts at {first}", prev.next_index),
+                    format!(
+                        "gap: previous segment ends before {}, this starts at {first}",
+                        prev.next_index
+                    ),
                 ));
             }
         }

@@ -71,7 +71,10 @@ fn encode_header(first: Index) -> [u8; SEGMENT_HEADER_BYTES as usize] {
 /// Check a segment header; returns the first index it declares or what is wrong with it.
 pub fn decode_header(h: &[u8]) -> Result<Index, String> {
     if h.len() < SEGMENT_HEADER_BYTES as usize {
-        return Err(format!("header is {} bytes, expected {SEGMENT_HEADER_BYTES}", h.len()));
+        return Err(format!(
+            "header is {} bytes, expected {SEGMENT_HEADER_BYTES}",
+            h.len()
+        ));
     }
     if &h[0..8] != MAGIC {
         return Err("bad magic: not a Spindle log segment".to_owned());
@@ -84,7 +87,9 @@ pub fn decode_header(h: &[u8]) -> Result<Index, String> {
     if version != FORMAT_VERSION {
         return Err(format!("unknown segment format version {version}"));
     }
-    Ok(Index::new(u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"))))
+    Ok(Index::new(u64::from_le_bytes(
+        h[16..24].try_into().expect("8 bytes"),
+    )))
 }
 
 /// Sync a directory so that creations, renames and deletions in it are durable.
@@ -97,7 +102,12 @@ pub fn create_segment(dir: &Path, first: Index, segment_bytes: u64) -> io::Resul
     let name = segment_file_name(first);
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(&name);
-    let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp)?;
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)?;
     file.write_all(&encode_header(first))?;
     preallocate(&file, segment_bytes)?;
     file.sync_all()?;

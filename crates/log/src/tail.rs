@@ -17,7 +17,11 @@ impl<L: Log> Tail<L> {
     /// Follow `log` starting at `from` (inclusive), at most about `batch_records_max` records
     /// per batch (batches end on transaction boundaries).
     pub fn new(log: L, from: Index, batch_records_max: usize) -> Self {
-        Tail { log, next: from.max(Index::FIRST), batch_records_max: batch_records_max.max(1) }
+        Tail {
+            log,
+            next: from.max(Index::FIRST),
+            batch_records_max: batch_records_max.max(1),
+        }
     }
 
     /// The next index this tail will yield.

@@ -88,7 +88,9 @@ impl VersionTable {
 
     /// Load the checkpoint in `dir`: `Ok(None)` if there is none, an error string if it is
     /// damaged.
-    pub fn read_checkpoint(dir: &Path) -> io::Result<Option<Result<(VersionTable, Index), String>>> {
+    pub fn read_checkpoint(
+        dir: &Path,
+    ) -> io::Result<Option<Result<(VersionTable, Index), String>>> {
         let buf = match fs::read(dir.join(CHECKPOINT_FILE)) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -120,9 +122,16 @@ fn decode_checkpoint(buf: &[u8]) -> Result<(VersionTable, Index), String> {
             .get(pos..pos + 2)
             .map(|b| u16::from_le_bytes(b.try_into().expect("2 bytes")) as usize)
             .ok_or("checkpoint entry cut short")?;
-        let key = body.get(pos + 2..pos + 2 + len).ok_or("checkpoint entry cut short")?;
-        let v = body.get(pos + 2 + len..pos + 10 + len).ok_or("checkpoint entry cut short")?;
-        table.set(key, Index::new(u64::from_le_bytes(v.try_into().expect("8 bytes"))));
+        let key = body
+            .get(pos + 2..pos + 2 + len)
+            .ok_or("checkpoint entry cut short")?;
+        let v = body
+            .get(pos + 2 + len..pos + 10 + len)
+            .ok_or("checkpoint entry cut short")?;
+        table.set(
+            key,
+            Index::new(u64::from_le_bytes(v.try_into().expect("8 bytes"))),
+        );
         pos += 10 + len;
     }
     if pos != body.len() {
@@ -143,7 +152,10 @@ mod tests {
         t.set(b"\0\x01\0b", Index::new(9));
         t.set(b"\0\x01\0a", Index::new(11));
         t.write_checkpoint(dir.path(), Index::new(12)).unwrap();
-        let (back, as_of) = VersionTable::read_checkpoint(dir.path()).unwrap().unwrap().unwrap();
+        let (back, as_of) = VersionTable::read_checkpoint(dir.path())
+            .unwrap()
+            .unwrap()
+            .unwrap();
         assert_eq!(as_of, Index::new(12));
         assert_eq!(back.get(b"\0\x01\0a"), Index::new(11));
         assert_eq!(back.get(b"\0\x01\0b"), Index::new(9));
@@ -153,6 +165,9 @@ mod tests {
         let mut bytes = fs::read(&path).unwrap();
         bytes[40] ^= 0xff;
         fs::write(&path, &bytes).unwrap();
-        assert!(VersionTable::read_checkpoint(dir.path()).unwrap().unwrap().is_err());
+        assert!(VersionTable::read_checkpoint(dir.path())
+            .unwrap()
+            .unwrap()
+            .is_err());
     }
 }

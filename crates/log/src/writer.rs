@@ -53,7 +53,10 @@ pub(crate) struct Writer {
     pub tail: Tail,
     pub versions: VersionTable,
     buf: Vec<u8>,
-    replies: Vec<(tokio::sync::oneshot::Sender<Result<Index, AppendError>>, Result<Index, AppendError>)>,
+    replies: Vec<(
+        tokio::sync::oneshot::Sender<Result<Index, AppendError>>,
+        Result<Index, AppendError>,
+    )>,
     /// Records appended to the tail segment since its last sparse-index entry.
     since_sparse: u64,
 }
@@ -61,7 +64,14 @@ pub(crate) struct Writer {
 impl Writer {
     pub fn new(shared: Arc<Shared>, tail: Tail, versions: VersionTable) -> Self {
         let since_sparse = u64::MAX / 2;
-        Writer { shared, tail, versions, buf: Vec::new(), replies: Vec::new(), since_sparse }
+        Writer {
+            shared,
+            tail,
+            versions,
+            buf: Vec::new(),
+            replies: Vec::new(),
+            since_sparse,
+        }
     }
 
     /// Run until the log is closed and the intake drained.
@@ -94,7 +104,8 @@ impl Writer {
         } else {
             let mut bytes = 0;
             let mut n = 0;
-            while n < intake.queue.len() && (n == 0 || bytes + intake.queue[n].txn.bytes() <= limit) {
+            while n < intake.queue.len() && (n == 0 || bytes + intake.queue[n].txn.bytes() <= limit)
+            {
                 bytes += intake.queue[n].txn.bytes();
                 n += 1;
             }
@@ -111,7 +122,9 @@ impl Writer {
     fn commit(&mut self, batch: Vec<Pending>) {
         if let Some(cause) = self.shared.failure() {
             for p in batch {
-                let _ = p.reply.send(Err(AppendError::Failed { cause: cause.clone() }));
+                let _ = p.reply.send(Err(AppendError::Failed {
+                    cause: cause.clone(),
+                }));
             }
             return;
         }
@@ -119,7 +132,8 @@ impl Writer {
         let mut last_commit = Index::ZERO;
         for p in batch {
             if let Some(cause) = self.shared.failure() {
-                self.replies.push((p.reply, Err(AppendError::Failed { cause })));
+                self.replies
+                    .push((p.reply, Err(AppendError::Failed { cause })));
                 continue;
             }
             match self.stage(p.txn) {
@@ -127,29 +141,41 @@ impl Writer {
                     last_commit = commit;
                     self.replies.push((p.reply, Ok(commit)));
                 }
-                Ok(Staged::Conflict(failed)) => {
-                    self.replies.push((p.reply, Err(AppendError::Conflict { failed })))
-                }
+                Ok(Staged::Conflict(failed)) => self
+                    .replies
+                    .push((p.reply, Err(AppendError::Conflict { failed }))),
                 Err(cause) => {
                     self.shared.fail(cause.clone());
-                    self.replies.push((p.reply, Err(AppendError::Failed { cause })));
+                    self.replies
+                        .push((p.reply, Err(AppendError::Failed { cause })));
                 }
             }
         }
-        let flushed = if self.shared.failure().is_none() { self.flush() } else { Ok(()) };
+        let flushed = if self.shared.failure().is_none() {
+            self.flush()
+        } else {
+            Ok(())
+        };
         if let Err(cause) = flushed {
             self.shared.fail(cause);
         }
         if let Some(cause) = self.shared.failure() {
             for (reply, result) in self.replies.drain(..) {
-                let r = result.and_then(|_| Err(AppendError::Failed { cause: cause.clone() }));
+                let r = result.and_then(|_| {
+                    Err(AppendError::Failed {
+                        cause: cause.clone(),
+                    })
+                });
                 let _ = reply.send(r);
             }
             return;
         }
         if !last_commit.is_zero() {
             let records = last_commit.get() - self.shared.durable_index().get();
-            self.shared.stats.records.fetch_add(records, Ordering::Relaxed);
+            self.shared
+                .stats
+                .records
+                .fetch_add(records, Ordering::Relaxed);
             self.shared.publish_durable(last_commit);
         }
         for (reply, result) in self.replies.drain(..) {
@@ -163,7 +189,11 @@ impl Writer {
         for (key, expected, item) in &txn.conditions {
             let actual = self.versions.get(key);
             if actual != *expected {
-                failed.push(FailedCondition { key: item.clone(), expected: *expected, actual });
+                failed.push(FailedCondition {
+                    key: item.clone(),
+                    expected: *expected,
+                    actual,
+                });
             }
         }
         if !failed.is_empty() {
@@ -207,8 +237,13 @@ impl Writer {
             .write_all_at(&self.buf, self.tail.offset)
             .map_err(|e| format!("write to {}: {e}", seg.path.display()))?;
         if self.shared.config.sync == SyncMode::Data {
-            fail::fail_point!("log::sync", |_| Err("injected fdatasync failure".to_owned()));
-            seg.file.sync_data().map_err(|e| format!("fdatasync {}: {e}", seg.path.display()))?;
+            fail::fail_point!(
+                "log::sync",
+                |_| Err("injected fdatasync failure".to_owned())
+            );
+            seg.file
+                .sync_data()
+                .map_err(|e| format!("fdatasync {}: {e}", seg.path.display()))?;
             self.shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
         }
         self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
@@ -223,9 +258,17 @@ impl Writer {
         let first = self.tail.next_index;
         let file = create_segment(dir, first, self.shared.config.segment_bytes)
             .map_err(|e| format!("create segment at {first} in {}: {e}", dir.display()))?;
-        let segment = Arc::new(SegmentHandle::new(first, dir.join(crate::segment::segment_file_name(first)), file));
+        let segment = Arc::new(SegmentHandle::new(
+            first,
+            dir.join(crate::segment::segment_file_name(first)),
+            file,
+        ));
         self.shared.segments.write().push(segment.clone());
-        self.tail = Tail { segment, offset: SEGMENT_HEADER_BYTES, next_index: first };
+        self.tail = Tail {
+            segment,
+            offset: SEGMENT_HEADER_BYTES,
+            next_index: first,
+        };
         self.since_sparse = u64::MAX / 2;
         Ok(())
     }
@@ -266,7 +309,9 @@ impl Writer {
             {
                 let mut segs = self.shared.segments.write();
                 segs.remove(0);
-                self.shared.first.store(segs[0].first.get(), Ordering::Release);
+                self.shared
+                    .first
+                    .store(segs[0].first.get(), Ordering::Release);
             }
             if let Err(e) = std::fs::remove_file(&seg.path) {
                 let cause = format!("delete {}: {e}", seg.path.display());
@@ -298,6 +343,10 @@ mod tests {
         assert_eq!(place(h, 100, 1000), Placement::Here);
         assert_eq!(place(900, 100, 1000), Placement::Here);
         assert_eq!(place(901, 100, 1000), Placement::Roll);
-        assert_eq!(place(h, 5000, 1000), Placement::Here, "oversized txn gets its own segment");
+        assert_eq!(
+            place(h, 5000, 1000),
+            Placement::Here,
+            "oversized txn gets its own segment"
+        );
     }
 }

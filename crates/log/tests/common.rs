@@ -7,7 +7,10 @@ use spindle_log::{FileLog, LogConfig};
 
 /// A config with tiny segments so tests cross segment boundaries quickly.
 pub fn small_segments() -> LogConfig {
-    LogConfig { segment_bytes: 4096, ..LogConfig::default() }
+    LogConfig {
+        segment_bytes: 4096,
+        ..LogConfig::default()
+    }
 }
 
 pub fn node(id: &str) -> ItemKey {

@@ -20,24 +20,56 @@ fn every_bad_input_is_refused_and_writes_nothing() {
     let log = open(dir.path(), LogConfig::default());
     assert_eq!(log.append_blocking(&put("ok", 1)).unwrap(), Index::new(1));
 
-    assert_eq!(refused(&log, Transaction::new()), InputError::EmptyTransaction);
+    assert_eq!(
+        refused(&log, Transaction::new()),
+        InputError::EmptyTransaction
+    );
     let empty_id = Transaction::single(ItemKey::Node { id: String::new() }, obj(1));
-    assert!(matches!(refused(&log, empty_id), InputError::EmptyField { field: "node id" }));
-    let long_id = Transaction::single(ItemKey::Node { id: "x".repeat(5000) }, obj(1));
-    assert!(matches!(refused(&log, long_id), InputError::FieldTooLong { .. }));
-    let empty_label = Transaction::single(
-        ItemKey::Edge { from: "a".into(), label: String::new(), to: "b".into() },
+    assert!(matches!(
+        refused(&log, empty_id),
+        InputError::EmptyField { field: "node id" }
+    ));
+    let long_id = Transaction::single(
+        ItemKey::Node {
+            id: "x".repeat(5000),
+        },
         obj(1),
     );
-    assert!(matches!(refused(&log, empty_label), InputError::EmptyField { field: "edge label" }));
+    assert!(matches!(
+        refused(&log, long_id),
+        InputError::FieldTooLong { .. }
+    ));
+    let empty_label = Transaction::single(
+        ItemKey::Edge {
+            from: "a".into(),
+            label: String::new(),
+            to: "b".into(),
+        },
+        obj(1),
+    );
+    assert!(matches!(
+        refused(&log, empty_label),
+        InputError::EmptyField {
+            field: "edge label"
+        }
+    ));
     let not_object = Transaction {
-        writes: vec![Write { key: node("a"), value: Value::Object("[1,2]".into()) }],
+        writes: vec![Write {
+            key: node("a"),
+            value: Value::Object("[1,2]".into()),
+        }],
         conditions: vec![],
     };
     // A `Value` built around the validator is still caught when the record is validated? No:
     // `Value::Object` is trusted once constructed, so construction is where JSON is checked.
-    assert!(matches!(Value::json("[1,2]"), Err(InputError::NotJsonObject { .. })));
-    assert!(matches!(Value::json_bytes(b"{\"a\":\"\xc3\x28\"}"), Err(InputError::NotUtf8 { .. })));
+    assert!(matches!(
+        Value::json("[1,2]"),
+        Err(InputError::NotJsonObject { .. })
+    ));
+    assert!(matches!(
+        Value::json_bytes(b"{\"a\":\"\xc3\x28\"}"),
+        Err(InputError::NotUtf8 { .. })
+    ));
     drop(not_object);
     let huge = Value::json(format!("{{\"x\":\"{}\"}}", "y".repeat(RECORD_BYTES_MAX))).unwrap();
     assert!(matches!(

@@ -21,12 +21,22 @@ fn conflicts_name_each_failed_condition_and_write_nothing() {
         err,
         AppendError::Conflict {
             failed: vec![
-                FailedCondition { key: node("a"), expected: Index::ZERO, actual: a1 },
-                FailedCondition { key: node("c"), expected: Index::new(7), actual: Index::ZERO },
+                FailedCondition {
+                    key: node("a"),
+                    expected: Index::ZERO,
+                    actual: a1
+                },
+                FailedCondition {
+                    key: node("c"),
+                    expected: Index::new(7),
+                    actual: Index::ZERO
+                },
             ]
         }
     );
-    assert!(err.to_string().contains("node \"a\" expected version 0, is 1"));
+    assert!(err
+        .to_string()
+        .contains("node \"a\" expected version 0, is 1"));
     assert_eq!(log.durable_index(), a1);
     let ok = Transaction::single(node("b"), obj(3)).condition(node("a"), a1);
     assert_eq!(log.append_blocking(&ok).unwrap(), Index::new(2));
@@ -39,15 +49,23 @@ fn versions_survive_restart_and_truncation() {
     {
         let log = open(dir.path(), small_segments());
         for i in 0..200u64 {
-            last = log.append_blocking(&put(&format!("k{}", i % 10), i)).unwrap();
+            last = log
+                .append_blocking(&put(&format!("k{}", i % 10), i))
+                .unwrap();
         }
         let first = futures::executor::block_on(log.truncate_prefix(last)).unwrap();
-        assert!(first > Index::new(100), "whole segments were deleted (first = {first})");
+        assert!(
+            first > Index::new(100),
+            "whole segments were deleted (first = {first})"
+        );
     }
     let log = open(dir.path(), small_segments());
     // k9 was last written at index 200.
     let stale = Transaction::single(node("k9"), obj(0)).condition(node("k9"), Index::new(190));
-    assert!(matches!(log.append_blocking(&stale), Err(AppendError::Conflict { .. })));
+    assert!(matches!(
+        log.append_blocking(&stale),
+        Err(AppendError::Conflict { .. })
+    ));
     let fresh = Transaction::single(node("k9"), obj(0)).condition(node("k9"), last);
     assert_eq!(log.append_blocking(&fresh).unwrap(), last.next());
     // k0 was written at 191, which may itself be truncated: its version still counts.

@@ -1,0 +1,84 @@
+//! Damage outside the torn tail is never repaired silently: a flipped byte in a sealed
+//! segment fails `open` and `inspect` with the file and the byte offset of the bad frame.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+
+use common::*;
+use spindle_log::{FileLog, OpenError};
+
+#[test]
+fn a_flipped_byte_in_a_sealed_segment_is_reported_with_file_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = open(dir.path(), small_segments());
+        for i in 0..600u64 {
+            log.append_blocking(&put(&format!("n{i}"), i)).unwrap();
+        }
+    }
+    let segments = spindle_log::segment::list_segments(dir.path()).unwrap();
+    assert!(segments.len() > 3);
+    let (_, sealed) = &segments[1];
+    let victim = 32 + 100; // inside the second frame of the segment
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(sealed)
+        .unwrap();
+    let mut byte = [0u8; 1];
+    file.read_exact_at(&mut byte, victim).unwrap();
+    file.write_all_at(&[byte[0] ^ 0x40], victim).unwrap();
+    drop(file);
+
+    for err in [
+        FileLog::open(dir.path(), small_segments()).unwrap_err(),
+        spindle_log::inspect::inspect(dir.path()).unwrap_err(),
+    ] {
+        match err {
+            OpenError::Corrupt {
+                file,
+                offset,
+                reason,
+            } => {
+                assert_eq!(&file, sealed);
+                assert!(
+                    offset <= victim && offset + 100 > victim,
+                    "offset {offset} ({reason})"
+                );
+            }
+            other => panic!("expected Corrupt, got {other}"),
+        }
+    }
+}
+
+#[test]
+fn a_missing_middle_segment_is_a_gap_error() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = open(dir.path(), small_segments());
+        for i in 0..600u64 {
+            log.append_blocking(&put(&format!("n{i}"), i)).unwrap();
+        }
+    }
+    let segments = spindle_log::segment::list_segments(dir.path()).unwrap();
+    std::fs::remove_file(&segments[2].1).unwrap();
+    match FileLog::open(dir.path(), small_segments()).unwrap_err() {
+        OpenError::Corrupt { file, reason, .. } => {
+            assert_eq!(file, segments[3].1);
+            assert!(reason.contains("gap"), "{reason}");
+        }
+        other => panic!("expected a gap, got {other}"),
+    }
+}
+
+#[test]
+fn a_second_opener_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _log = open(dir.path(), small_segments());
+    assert!(matches!(
+        FileLog::open(dir.path(), small_segments()),
+        Err(OpenError::Locked { .. })
+    ));
+}

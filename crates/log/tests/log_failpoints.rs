@@ -1,0 +1,111 @@
+//! Fault injection (feature `failpoints`): a failed fdatasync is sticky until reopen, and a
+//! stalled writer makes appenders wait once the intake holds `intake_bytes_max` bytes.
+
+#![cfg(feature = "failpoints")]
+
+mod common;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use common::*;
+use spindle_core::{Transaction, Value};
+use spindle_log::{AppendError, Index, LogConfig};
+
+/// Failpoints are process-global: run the scenarios one after another in one test.
+#[test]
+fn failpoint_scenarios() {
+    let scenario = fail::FailScenario::setup();
+    a_failed_sync_is_sticky_until_reopen();
+    a_stalled_writer_stops_appenders_at_the_intake_bound();
+    scenario.teardown();
+}
+
+fn a_failed_sync_is_sticky_until_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small_segments());
+    assert_eq!(log.append_blocking(&put("a", 1)).unwrap(), Index::new(1));
+    fail::cfg("log::sync", "return").unwrap();
+    assert!(matches!(
+        log.append_blocking(&put("a", 2)),
+        Err(AppendError::Failed { .. })
+    ));
+    fail::remove("log::sync");
+    // The disk "works" again, but the log must not trust its page cache: still refused.
+    let err = log.append_blocking(&put("a", 3)).unwrap_err();
+    assert!(
+        matches!(err, AppendError::Failed { ref cause } if cause.contains("fdatasync")),
+        "{err}"
+    );
+    assert_eq!(
+        log.durable_index(),
+        Index::new(1),
+        "nothing past the failed sync is visible"
+    );
+    drop(log);
+    let log = open(dir.path(), small_segments());
+    let next = log.append_blocking(&put("a", 4)).unwrap();
+    assert!(
+        next == Index::new(2) || next == Index::new(3),
+        "unknown-outcome batch at most once"
+    );
+}
+
+fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+    let waker = futures::task::noop_waker();
+    f.poll(&mut Context::from_waker(&waker))
+}
+
+fn a_stalled_writer_stops_appenders_at_the_intake_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        intake_bytes_max: spindle_log::config::TXN_FRAME_BYTES_MAX,
+        ..small_segments()
+    };
+    let log = open(dir.path(), config.clone());
+    fail::cfg("log::sync", "pause").unwrap();
+    // The first append is taken by the writer, which then stalls in its sync.
+    let first = put("first", 0);
+    let mut stalled = Box::pin(log.append(&first));
+    assert!(poll_once(stalled.as_mut()).is_pending());
+    while !log.intake_is_empty() {
+        std::thread::yield_now();
+    }
+    // Now fill the intake with ~1 MB transactions until one cannot enter.
+    let json = format!("{{\"x\":\"{}\"}}", "y".repeat(1000 * 1000));
+    let frame = 16 + 1 + 1 + 2 + "big00".len() + 4 + json.len();
+    let big = Value::json(json).unwrap();
+    let txns: Vec<Transaction> = (0..20)
+        .map(|i| Transaction::single(node(&format!("big{i:02}")), big.clone()))
+        .collect();
+    let mut futures: Vec<_> = txns.iter().map(|t| Box::pin(log.append(t))).collect();
+    for f in futures.iter_mut() {
+        assert!(poll_once(f.as_mut()).is_pending());
+    }
+    let capacity = config.intake_bytes_max / frame;
+    let queued = log.intake_queued_bytes();
+    assert_eq!(
+        queued,
+        capacity * frame,
+        "the intake stops exactly at its bound"
+    );
+    // Still blocked on re-poll: nothing more gets in while the writer is stalled.
+    for f in futures.iter_mut() {
+        assert!(poll_once(f.as_mut()).is_pending());
+    }
+    assert_eq!(log.intake_queued_bytes(), queued);
+    fail::remove("log::sync");
+    let results = futures::executor::block_on(async {
+        let mut out = vec![stalled.await];
+        for f in futures {
+            out.push(f.await);
+        }
+        out
+    });
+    assert!(
+        results.iter().all(Result::is_ok),
+        "every waiting append completes: {results:?}"
+    );
+    assert_eq!(log.durable_index(), Index::new(21));
+}
