@@ -1,14 +1,123 @@
-//! `spindle inspect` for chunk-store directories (not built yet).
+//! `spindle inspect DIR` for chunk-store directories: read every volume, check every record's
+//! checksums and every chunk's BLAKE3, compare hint files, and report volumes, chunk counts,
+//! live and garbage bytes. A torn tail of the last volume is reported and is not an error
+//! (opening the store cuts it); corruption names the volume file and offset and exits 1.
 
 use std::path::Path;
 use std::process::ExitCode;
 
+use serde_json::json;
+use spindle_chunk::{verify_store, HintStatus, VerifyReport, VolumeStatus};
+
 /// Whether `dir` holds a chunk store rather than a log.
-pub fn looks_like_chunk_store(_dir: &Path) -> bool {
-    false
+pub fn looks_like_chunk_store(dir: &Path) -> bool {
+    dir.join(spindle_chunk::MARKER_FILE).is_file()
 }
 
 /// Verify a chunk store offline and print a report.
-pub fn run(_dir: &Path, _json: bool) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("chunk store inspection is not built yet")
+pub fn run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let report = verify_store(dir)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&report))?);
+    } else {
+        print_text(&report);
+    }
+    Ok(if report.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn hint_name(h: HintStatus) -> &'static str {
+    match h {
+        HintStatus::Matches => "ok",
+        HintStatus::Missing => "missing",
+        HintStatus::Stale => "stale",
+        HintStatus::Unreadable => "unreadable",
+        HintStatus::Mismatch => "MISMATCH",
+    }
+}
+
+fn status_text(s: &VolumeStatus) -> String {
+    match s {
+        VolumeStatus::Clean => "clean".into(),
+        VolumeStatus::TornTail { offset, bytes } => {
+            format!("torn tail at offset {offset} ({bytes} bytes; open cuts it)")
+        }
+        VolumeStatus::Corrupt { offset, reason } => format!("CORRUPT at offset {offset}: {reason}"),
+    }
+}
+
+fn print_text(r: &VerifyReport) {
+    println!("chunk store {}", r.dir.display());
+    println!(
+        "{} volumes, {} live chunks, {} live bytes, {} garbage bytes",
+        r.volumes.len(),
+        r.chunks,
+        r.live_bytes,
+        r.garbage_bytes
+    );
+    for v in &r.volumes {
+        println!(
+            "  {}: {} bytes, {} puts, {} tombstones, {} live chunks, {} live bytes, {} garbage bytes, hint {}, {}",
+            v.path.display(),
+            v.bytes,
+            v.puts,
+            v.tombstones,
+            v.live_chunks,
+            v.live_bytes,
+            v.garbage_bytes,
+            hint_name(v.hint),
+            status_text(&v.status)
+        );
+    }
+    for v in &r.volumes {
+        if let VolumeStatus::Corrupt { offset, reason } = &v.status {
+            eprintln!("error: {} at offset {offset}: {reason}", v.path.display());
+        }
+        if v.hint == HintStatus::Mismatch {
+            eprintln!(
+                "error: hint file of {} lists other records than the volume holds; delete the \
+                 .hint file so that open scans the volume",
+                v.path.display()
+            );
+        }
+    }
+    println!("{}", if r.is_ok() { "ok" } else { "CORRUPT" });
+}
+
+fn to_json(r: &VerifyReport) -> serde_json::Value {
+    let volumes: Vec<_> = r
+        .volumes
+        .iter()
+        .map(|v| {
+            let (status, offset, detail) = match &v.status {
+                VolumeStatus::Clean => ("clean", None, None),
+                VolumeStatus::TornTail { offset, bytes } => {
+                    ("torn-tail", Some(*offset), Some(format!("{bytes} bytes after the cut")))
+                }
+                VolumeStatus::Corrupt { offset, reason } => ("corrupt", Some(*offset), Some(reason.clone())),
+            };
+            json!({
+                "volume": v.volume,
+                "file": v.path,
+                "bytes": v.bytes,
+                "puts": v.puts,
+                "tombstones": v.tombstones,
+                "live_chunks": v.live_chunks,
+                "live_bytes": v.live_bytes,
+                "garbage_bytes": v.garbage_bytes,
+                "hint": hint_name(v.hint).to_lowercase(),
+                "status": status,
+                "offset": offset,
+                "detail": detail,
+            })
+        })
+        .collect();
+    json!({
+        "kind": "chunk-store",
+        "dir": r.dir,
+        "ok": r.is_ok(),
+        "chunks": r.chunks,
+        "live_bytes": r.live_bytes,
+        "garbage_bytes": r.garbage_bytes,
+        "volumes": volumes,
+    })
 }
