@@ -186,6 +186,15 @@ impl<T: Send + Sync> Ring<T> {
     /// the claim and refuses a position it covers.
     pub fn join_at(&self, name: &str, position: u64) -> Result<Consumer<T>, Overwritten> {
         let shared = &self.shared;
+        // Refuse a position that is already too old without registering it: a brief
+        // registration at an old position would stall the producer for nothing.
+        let oldest = self.oldest_joinable();
+        if position < oldest {
+            return Err(Overwritten {
+                requested: position,
+                oldest,
+            });
+        }
         let (id, sequence) = shared.registry.add(name, position);
         let claimed = shared.claimed.load(Ordering::SeqCst);
         let oldest = claimed.saturating_sub(shared.capacity);

@@ -26,7 +26,7 @@ impl WaitStrategy {
         }
         match self {
             Self::Blocking | Self::Yielding => 64,
-            Self::Spinning => 1 << 20,
+            Self::Spinning => 1 << 14,
         }
     }
 
