@@ -78,18 +78,32 @@ struct Row {
 const SYSTEMS: [&str; 4] = ["spindle", "file-per-chunk", "sqlite-blob", "device"];
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    ensure!(args.chunks > 0 && args.writers > 0, "--chunks and --writers must be positive");
-    ensure!(args.size >= 8 && args.size <= 16 << 20, "--size must be 8 bytes to 16 MiB");
+    ensure!(
+        args.chunks > 0 && args.writers > 0,
+        "--chunks and --writers must be positive"
+    );
+    ensure!(
+        args.size >= 8 && args.size <= 16 << 20,
+        "--size must be 8 bytes to 16 MiB"
+    );
     for s in &args.systems {
-        ensure!(SYSTEMS.contains(&s.as_str()), "unknown system {s:?} (known: {SYSTEMS:?})");
+        ensure!(
+            SYSTEMS.contains(&s.as_str()),
+            "unknown system {s:?} (known: {SYSTEMS:?})"
+        );
     }
     fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
-    let tmp = tempfile::Builder::new().prefix("spindle-bench-chunks-").tempdir_in(&args.dir)?;
+    let tmp = tempfile::Builder::new()
+        .prefix("spindle-bench-chunks-")
+        .tempdir_in(&args.dir)?;
     let data = ChunkData::new(args.size);
     let order = shuffled(args.chunks, 0x5eed);
     let mut rows = Vec::new();
     let mut group = args.device_group;
-    for system in SYSTEMS.iter().filter(|s| args.systems.iter().any(|a| a == *s)) {
+    for system in SYSTEMS
+        .iter()
+        .filter(|s| args.systems.iter().any(|a| a == *s))
+    {
         let dir = tmp.path().join(system);
         fs::create_dir_all(&dir)?;
         eprintln!("measuring {system} in {}", dir.display());
@@ -180,7 +194,10 @@ where
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("bench thread panicked")).collect::<Vec<_>>()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread panicked"))
+            .collect::<Vec<_>>()
     });
     let seconds = start.elapsed().as_secs_f64();
     let mut all = Histogram::new(3)?;
@@ -190,7 +207,14 @@ where
     Ok((seconds, all))
 }
 
-fn row(system: &str, phase: &'static str, n: usize, size: usize, seconds: f64, h: &Histogram<u64>) -> Row {
+fn row(
+    system: &str,
+    phase: &'static str,
+    n: usize,
+    size: usize,
+    seconds: f64,
+    h: &Histogram<u64>,
+) -> Row {
     let bytes = (n * size) as u64;
     Row {
         system: system.into(),
@@ -220,15 +244,26 @@ fn once_row(system: &str, phase: &'static str, n: usize, seconds: f64) -> Row {
 }
 
 fn check(verify: bool, id: &ChunkId, data: &[u8], size: usize) -> anyhow::Result<()> {
-    ensure!(data.len() == size, "chunk {id} read back with {} bytes", data.len());
+    ensure!(
+        data.len() == size,
+        "chunk {id} read back with {} bytes",
+        data.len()
+    );
     if verify {
-        ensure!(ChunkId::of(data) == *id, "chunk {id} read back with other bytes");
+        ensure!(
+            ChunkId::of(data) == *id,
+            "chunk {id} read back with other bytes"
+        );
     }
     Ok(())
 }
 
 /// Put every chunk with `put`, remembering the ids in chunk order.
-fn put_all<P>(args: &Args, data: &ChunkData, put: P) -> anyhow::Result<(f64, Histogram<u64>, Vec<ChunkId>)>
+fn put_all<P>(
+    args: &Args,
+    data: &ChunkData,
+    put: P,
+) -> anyhow::Result<(f64, Histogram<u64>, Vec<ChunkId>)>
 where
     P: Fn(usize, &[u8]) -> anyhow::Result<ChunkId> + Sync,
 {
@@ -244,7 +279,12 @@ where
     Ok((secs, h, ids.into_inner().expect("ids lock")))
 }
 
-fn bench_spindle(args: &Args, dir: &Path, data: &ChunkData, order: &[usize]) -> anyhow::Result<(Vec<Row>, usize)> {
+fn bench_spindle(
+    args: &Args,
+    dir: &Path,
+    data: &ChunkData,
+    order: &[usize],
+) -> anyhow::Result<(Vec<Row>, usize)> {
     let name = "spindle";
     let (n, size) = (args.chunks, args.size);
     let store = ChunkStore::open(dir, Options::default())?;
@@ -256,20 +296,40 @@ fn bench_spindle(args: &Args, dir: &Path, data: &ChunkData, order: &[usize]) -> 
     store.drop_page_cache()?;
     for phase in ["get-cold", "get-warm"] {
         let (secs, h) = parallel(args.writers, order, |_, i| {
-            let got = store.get_with(&ids[i], args.verify)?.context("chunk missing")?;
+            let got = store
+                .get_with(&ids[i], args.verify)?
+                .context("chunk missing")?;
             check(args.verify, &ids[i], &got, size)
         })?;
         rows.push(row(name, phase, n, size, secs, &h));
     }
     let t0 = Instant::now();
     let keys = store.keys();
-    rows.push(once_row(name, "keys", keys.len(), t0.elapsed().as_secs_f64()));
-    ensure!(keys.len() == n, "spindle lists {} keys, expected {n}", keys.len());
+    rows.push(once_row(
+        name,
+        "keys",
+        keys.len(),
+        t0.elapsed().as_secs_f64(),
+    ));
+    ensure!(
+        keys.len() == n,
+        "spindle lists {} keys, expected {n}",
+        keys.len()
+    );
     store.close()?;
     let t0 = Instant::now();
     let store = ChunkStore::open(dir, Options::default())?;
-    rows.push(once_row(name, "open", store.len(), t0.elapsed().as_secs_f64()));
-    ensure!(store.len() == n, "reopened spindle holds {} chunks", store.len());
+    rows.push(once_row(
+        name,
+        "open",
+        store.len(),
+        t0.elapsed().as_secs_f64(),
+    ));
+    ensure!(
+        store.len() == n,
+        "reopened spindle holds {} chunks",
+        store.len()
+    );
     Ok((rows, group))
 }
 
@@ -284,7 +344,12 @@ fn drop_file_cache(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn bench_files(args: &Args, dir: &Path, data: &ChunkData, order: &[usize]) -> anyhow::Result<Vec<Row>> {
+fn bench_files(
+    args: &Args,
+    dir: &Path,
+    data: &ChunkData,
+    order: &[usize],
+) -> anyhow::Result<Vec<Row>> {
     let name = "file-per-chunk";
     let (n, size) = (args.chunks, args.size);
     for b in 0..256 {
@@ -318,8 +383,17 @@ fn bench_files(args: &Args, dir: &Path, data: &ChunkData, order: &[usize]) -> an
             }
         }
     }
-    rows.push(once_row(name, "keys", keys.len(), t0.elapsed().as_secs_f64()));
-    ensure!(keys.len() == n, "file-per-chunk lists {} keys, expected {n}", keys.len());
+    rows.push(once_row(
+        name,
+        "keys",
+        keys.len(),
+        t0.elapsed().as_secs_f64(),
+    ));
+    ensure!(
+        keys.len() == n,
+        "file-per-chunk lists {} keys, expected {n}",
+        keys.len()
+    );
     Ok(rows)
 }
 
@@ -331,7 +405,12 @@ fn sqlite_open(path: &Path) -> anyhow::Result<rusqlite::Connection> {
     Ok(c)
 }
 
-fn bench_sqlite(args: &Args, dir: &Path, data: &ChunkData, order: &[usize]) -> anyhow::Result<Vec<Row>> {
+fn bench_sqlite(
+    args: &Args,
+    dir: &Path,
+    data: &ChunkData,
+    order: &[usize],
+) -> anyhow::Result<Vec<Row>> {
     let name = "sqlite-blob";
     let (n, size) = (args.chunks, args.size);
     let path = dir.join("chunks.db");
@@ -377,13 +456,27 @@ fn bench_sqlite(args: &Args, dir: &Path, data: &ChunkData, order: &[usize]) -> a
         let rows = stmt.query_map([], |r| r.get(0))?;
         rows.collect::<Result<_, _>>()?
     };
-    rows.push(once_row(name, "keys", keys.len(), t0.elapsed().as_secs_f64()));
-    ensure!(keys.len() == n, "sqlite lists {} keys, expected {n}", keys.len());
+    rows.push(once_row(
+        name,
+        "keys",
+        keys.len(),
+        t0.elapsed().as_secs_f64(),
+    ));
+    ensure!(
+        keys.len() == n,
+        "sqlite lists {} keys, expected {n}",
+        keys.len()
+    );
     drop(conns);
     let t0 = Instant::now();
     let c = sqlite_open(&path)?;
     let count: i64 = c.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
-    rows.push(once_row(name, "open", count as usize, t0.elapsed().as_secs_f64()));
+    rows.push(once_row(
+        name,
+        "open",
+        count as usize,
+        t0.elapsed().as_secs_f64(),
+    ));
     Ok(rows)
 }
 
@@ -393,7 +486,13 @@ fn device_stride(size: usize) -> usize {
     size.div_ceil(4096) * 4096
 }
 
-fn bench_device(args: &Args, dir: &Path, data: &ChunkData, order: &[usize], group: usize) -> anyhow::Result<Vec<Row>> {
+fn bench_device(
+    args: &Args,
+    dir: &Path,
+    data: &ChunkData,
+    order: &[usize],
+    group: usize,
+) -> anyhow::Result<Vec<Row>> {
     let name = "device";
     let (n, size) = (args.chunks, args.size);
     let stride = device_stride(size);
@@ -417,17 +516,26 @@ fn bench_device(args: &Args, dir: &Path, data: &ChunkData, order: &[usize], grou
     let secs = start.elapsed().as_secs_f64();
     drop(f);
     let mut rows = vec![row(name, "put", n, size, secs, &h)];
-    let f = OpenOptions::new().read(true).custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32).open(&path);
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+        .open(&path);
     let f = match f {
         Ok(f) => f,
-        Err(e) => bail!("O_DIRECT open of {} failed ({e}); the filesystem may not support it", path.display()),
+        Err(e) => bail!(
+            "O_DIRECT open of {} failed ({e}); the filesystem may not support it",
+            path.display()
+        ),
     };
     let (secs, h) = parallel(args.writers, order, |_, i| {
         let mut raw = vec![0u8; stride + 4096];
         let off = raw.as_ptr().align_offset(4096);
         let aligned = &mut raw[off..off + stride];
         f.read_exact_at(aligned, (i * stride) as u64)?;
-        ensure!(aligned[..8] == (i as u64).to_le_bytes(), "device read chunk {i} wrong");
+        ensure!(
+            aligned[..8] == (i as u64).to_le_bytes(),
+            "device read chunk {i} wrong"
+        );
         Ok(())
     })?;
     rows.push(row(name, "get-cold", n, size, secs, &h));
@@ -440,7 +548,16 @@ fn print_markdown(rows: &[Row], group: usize) {
             .find(|r| r.system == "device" && r.phase == phase)
             .map(|r| r.mb_per_s)
     };
-    let header = ["system", "phase", "chunks", "MB/s", "vs device", "p50 µs", "p99 µs", "seconds"];
+    let header = [
+        "system",
+        "phase",
+        "chunks",
+        "MB/s",
+        "vs device",
+        "p50 µs",
+        "p99 µs",
+        "seconds",
+    ];
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -448,7 +565,11 @@ fn print_markdown(rows: &[Row], group: usize) {
                 (true, Some(d)) if d > 0.0 => format!("{:.0}%", 100.0 * r.mb_per_s / d),
                 _ => "".into(),
             };
-            let mbs = if r.bytes > 0 { format!("{:.0}", r.mb_per_s) } else { "".into() };
+            let mbs = if r.bytes > 0 {
+                format!("{:.0}", r.mb_per_s)
+            } else {
+                "".into()
+            };
             vec![
                 r.system.clone(),
                 r.phase.into(),
@@ -463,5 +584,7 @@ fn print_markdown(rows: &[Row], group: usize) {
         .collect();
     print_table(&header, &table);
     println!();
-    println!("device put syncs once per {group} chunks (Spindle's average group commit in this run).");
+    println!(
+        "device put syncs once per {group} chunks (Spindle's average group commit in this run)."
+    );
 }

@@ -22,7 +22,11 @@ pub fn run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         print_text(&report);
     }
-    Ok(if report.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if report.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn hint_name(h: HintStatus) -> &'static str {
@@ -90,10 +94,14 @@ fn to_json(r: &VerifyReport) -> serde_json::Value {
         .map(|v| {
             let (status, offset, detail) = match &v.status {
                 VolumeStatus::Clean => ("clean", None, None),
-                VolumeStatus::TornTail { offset, bytes } => {
-                    ("torn-tail", Some(*offset), Some(format!("{bytes} bytes after the cut")))
+                VolumeStatus::TornTail { offset, bytes } => (
+                    "torn-tail",
+                    Some(*offset),
+                    Some(format!("{bytes} bytes after the cut")),
+                ),
+                VolumeStatus::Corrupt { offset, reason } => {
+                    ("corrupt", Some(*offset), Some(reason.clone()))
                 }
-                VolumeStatus::Corrupt { offset, reason } => ("corrupt", Some(*offset), Some(reason.clone())),
             };
             json!({
                 "volume": v.volume,
