@@ -31,7 +31,7 @@ pub(crate) fn recover(dir: &Path) -> Result<Recovered> {
         catalog.add_volume(1, Some(Arc::new(reader)));
         let active = Active {
             number: 1,
-            file,
+            file: Arc::new(file),
             len: VOLUME_HEADER_LEN,
             entries: Vec::new(),
         };
@@ -92,7 +92,7 @@ pub(crate) fn recover(dir: &Path) -> Result<Recovered> {
     );
     let active = Active {
         number: last,
-        file,
+        file: Arc::new(file),
         len,
         entries: last_entries,
     };

@@ -187,9 +187,7 @@ fn hint_status(dir: &Path, n: u32, bytes: u64, scan: &volume::Scan) -> HintStatu
         Ok(h) if h.volume_len != bytes => HintStatus::Stale,
         Ok(h) if scan.stop.is_none() && h.entries == scan.entries => HintStatus::Matches,
         // Where the volume is damaged, the hint can only be checked up to the damage.
-        Ok(h) if scan.stop.is_some() && h.entries.starts_with(&scan.entries) => {
-            HintStatus::Matches
-        }
+        Ok(h) if scan.stop.is_some() && h.entries.starts_with(&scan.entries) => HintStatus::Matches,
         Ok(_) => HintStatus::Mismatch,
     }
 }

@@ -1,9 +1,12 @@
-//! The single background writer: drains every queued operation, appends their records to the
-//! active volume, syncs once for the whole batch (group commit), then publishes the batch to
-//! the catalog and wakes the waiters. Operations queued while a sync runs form the next batch;
-//! there are no timers, so a lone put waits for exactly one sync.
+//! The single background writer and its syncer. The writer drains every queued operation,
+//! decides each against the index (plus what it wrote but is not yet durable) and appends the
+//! records to the active volume; it then hands the batch to the syncer and goes on with the
+//! next one. The syncer takes every batch written so far, syncs once for all of them (group
+//! commit), publishes them to the catalog and wakes the waiters. So the page-cache copy of one
+//! batch overlaps the sync of the previous ones, and there are no timers: a lone put waits
+//! for exactly one sync.
 //!
-//! A failed write or sync is sticky: the writer stops, every waiting and later operation gets
+//! A failed write or sync is sticky: both threads stop, every waiting and later operation gets
 //! `WriterFailed`, and the store must be reopened (recovery then cuts any torn tail).
 
 use std::collections::HashMap;
@@ -11,6 +14,8 @@ use std::fs::File;
 use std::io::{IoSlice, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
 
 use crate::catalog::Loc;
 use crate::error::{ChunkError, Result};
@@ -49,13 +54,65 @@ pub(crate) struct Op {
 #[derive(Debug)]
 pub(crate) struct Active {
     pub number: u32,
-    pub file: File,
+    pub file: Arc<File>,
     pub len: u64,
     pub entries: Vec<HintEntry>,
 }
 
-/// Run the writer until the store closes or a write fails.
+/// Records written by the writer, waiting for the syncer.
+#[derive(Debug)]
+struct Written {
+    number: u64,
+    file: Arc<File>,
+    volume: u32,
+    ops: Vec<Op>,
+    entries: Vec<(u32, HintEntry)>,
+    deleted: Vec<(u64, bool)>,
+    sealed: bool,
+}
+
+/// The hand-off between writer and syncer.
+#[derive(Debug, Default)]
+struct PipeState {
+    written: Vec<Written>,
+    syncing: bool,
+    stop: bool,
+    failed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Pipe {
+    state: Mutex<PipeState>,
+    cv: Condvar,
+    /// Where written-but-not-yet-published chunks are (`None`: deleted), with the number of
+    /// the batch that wrote them, so the writer decides against the newest state.
+    inflight: Mutex<HashMap<ChunkId, (Option<Loc>, u64)>>,
+}
+
+/// Run the writer (and its syncer) until the store closes or a write or sync fails.
 pub(crate) fn run(shared: Arc<Shared>, mut active: Active) {
+    let pipe = Pipe::default();
+    std::thread::scope(|s| {
+        let syncer = std::thread::Builder::new()
+            .name("chunk-syncer".into())
+            .spawn_scoped(s, || run_syncer(&shared, &pipe));
+        if let Err(e) = syncer {
+            fail(&shared, format!("cannot spawn the syncer thread: {e}"));
+            return;
+        }
+        let result = write_loop(&shared, &pipe, &mut active)
+            .and_then(|()| wait_drained(&pipe))
+            .and_then(|()| close_active(&shared, &active));
+        if let Err(e) = result {
+            fail(&shared, e.to_string());
+        }
+        pipe.state.lock().stop = true;
+        pipe.cv.notify_all();
+    });
+}
+
+fn write_loop(shared: &Shared, pipe: &Pipe, active: &mut Active) -> Result<()> {
+    let mut batch_number = 0u64;
     loop {
         let batch = {
             let mut q = shared.queue.lock();
@@ -63,29 +120,163 @@ pub(crate) fn run(shared: Arc<Shared>, mut active: Active) {
                 shared.queue_cv.wait(&mut q);
             }
             if q.ops.is_empty() {
-                break;
+                return Ok(());
             }
             std::mem::take(&mut q.ops)
         };
-        match write_batch(&shared, &mut active, &batch) {
-            Ok((deleted, sealed)) => {
-                // A delete adds garbage; a seal makes a volume eligible for compaction.
-                // Before the waiters wake, so a caller that sees its delete done can rely on
-                // the compactor having been asked.
-                if sealed || deleted.iter().any(|&(_, d)| d) {
-                    shared.want_compaction();
+        batch_number += 1;
+        let mut cur = Written::new(batch_number, active);
+        for op in batch {
+            let live = match pipe.inflight.lock().get(&op.id) {
+                Some(&(loc, _)) => loc,
+                None => shared.catalog.read().index.get(&op.id).copied(),
+            };
+            let record = match &op.kind {
+                OpKind::Put { data } if live.is_none() => Some(RecordHeader::put(op.id, data)),
+                OpKind::Relocate { from, data } if live == Some(*from) => {
+                    Some(RecordHeader::put(op.id, data))
                 }
-                publish(&shared, &batch, deleted);
+                OpKind::Delete => live.map(|_| RecordHeader::tombstone(op.id)),
+                OpKind::KeepTombstone if live.is_none() => Some(RecordHeader::tombstone(op.id)),
+                OpKind::Put { .. } | OpKind::Relocate { .. } | OpKind::KeepTombstone => None,
+            };
+            if let Some(header) = record {
+                if policy::should_seal(
+                    active.len,
+                    header.record_len(),
+                    shared.opts.volume_bytes_max,
+                ) {
+                    batch_number += 1;
+                    let next = Written::new(batch_number, active);
+                    hand_off(pipe, std::mem::replace(&mut cur, next))?;
+                    wait_drained(pipe)?;
+                    seal_and_roll(shared, active)?;
+                    cur = Written::new(batch_number, active);
+                    cur.sealed = true;
+                }
+                let data: &[u8] = match &op.kind {
+                    OpKind::Put { data } | OpKind::Relocate { data, .. } => data,
+                    OpKind::Delete | OpKind::KeepTombstone => &[],
+                };
+                let entry = append(shared, active, header, data)?;
+                let loc = (header.kind == RecordKind::Put).then_some(Loc {
+                    volume: active.number,
+                    offset: entry.offset,
+                    len: entry.len,
+                });
+                pipe.inflight.lock().insert(op.id, (loc, cur.number));
+                cur.entries.push((active.number, entry));
             }
-            Err(e) => {
-                fail(&shared, e.to_string());
+            // After any seal above, so the outcome travels with the op's own batch.
+            if matches!(op.kind, OpKind::Delete) {
+                cur.deleted.push((op.seq, live.is_some()));
+            }
+            cur.ops.push(op);
+        }
+        hand_off(pipe, cur)?;
+    }
+}
+
+impl Written {
+    fn new(number: u64, active: &Active) -> Self {
+        Self {
+            number,
+            file: Arc::clone(&active.file),
+            volume: active.number,
+            ops: Vec::new(),
+            entries: Vec::new(),
+            deleted: Vec::new(),
+            sealed: false,
+        }
+    }
+}
+
+fn hand_off(pipe: &Pipe, written: Written) -> Result<()> {
+    let mut st = pipe.state.lock();
+    if st.failed {
+        return Err(ChunkError::WriterFailed {
+            reason: "the syncer failed".into(),
+        });
+    }
+    if !written.ops.is_empty() {
+        st.written.push(written);
+        pipe.cv.notify_all();
+    }
+    Ok(())
+}
+
+/// Wait until everything written is synced and published.
+fn wait_drained(pipe: &Pipe) -> Result<()> {
+    let mut st = pipe.state.lock();
+    while (!st.written.is_empty() || st.syncing) && !st.failed {
+        pipe.cv.wait(&mut st);
+    }
+    if st.failed {
+        return Err(ChunkError::WriterFailed {
+            reason: "the syncer failed".into(),
+        });
+    }
+    Ok(())
+}
+
+fn run_syncer(shared: &Shared, pipe: &Pipe) {
+    loop {
+        let batches = {
+            let mut st = pipe.state.lock();
+            while st.written.is_empty() && !st.stop {
+                pipe.cv.wait(&mut st);
+            }
+            if st.written.is_empty() {
                 return;
+            }
+            st.syncing = true;
+            std::mem::take(&mut st.written)
+        };
+        if let Err(e) = sync_and_publish(shared, pipe, batches) {
+            fail(shared, e.to_string());
+            let mut st = pipe.state.lock();
+            st.failed = true;
+            st.syncing = false;
+            pipe.cv.notify_all();
+            return;
+        }
+        let mut st = pipe.state.lock();
+        st.syncing = false;
+        pipe.cv.notify_all();
+    }
+}
+
+fn sync_and_publish(shared: &Shared, pipe: &Pipe, batches: Vec<Written>) -> Result<()> {
+    let mut synced: Vec<u32> = Vec::new();
+    for b in &batches {
+        if !b.entries.is_empty() && !synced.contains(&b.volume) {
+            sync_file(shared, &b.file, b.volume)?;
+            synced.push(b.volume);
+        }
+    }
+    {
+        let mut cat = shared.catalog.write();
+        for b in &batches {
+            for (volume, entry) in &b.entries {
+                cat.apply(*volume, entry);
             }
         }
     }
-    if let Err(e) = close_active(&shared, &active) {
-        fail(&shared, e.to_string());
+    let last = batches.last().map_or(0, |b| b.number);
+    pipe.inflight.lock().retain(|_, (_, n)| *n > last);
+    // Ask the compactor before the waiters wake, so a caller that sees its delete done can
+    // rely on the compactor having been asked. A delete adds garbage; a seal makes a volume
+    // eligible.
+    if batches
+        .iter()
+        .any(|b| b.sealed || b.deleted.iter().any(|&(_, d)| d))
+    {
+        shared.want_compaction();
     }
+    for b in batches {
+        publish(shared, &b.ops, b.deleted);
+    }
+    Ok(())
 }
 
 fn fail(shared: &Shared, reason: String) {
@@ -112,99 +303,19 @@ fn publish(shared: &Shared, batch: &[Op], deleted: Vec<(u64, bool)>) {
     shared.done_cv.notify_all();
 }
 
-/// Records written but not yet published to the catalog.
-struct Pending {
-    applied: Vec<(u32, HintEntry)>,
-    unsynced: bool,
-    sealed: bool,
-}
-
-/// Append the batch's records, sync, and apply them to the catalog. Returns the outcome of
-/// each delete and whether a volume was sealed.
-fn write_batch(
-    shared: &Shared,
-    active: &mut Active,
-    batch: &[Op],
-) -> Result<(Vec<(u64, bool)>, bool)> {
-    let mut overlay: HashMap<ChunkId, Option<Loc>> = HashMap::new();
-    let mut pending = Pending {
-        applied: Vec::with_capacity(batch.len()),
-        unsynced: false,
-        sealed: false,
-    };
-    let mut deleted = Vec::new();
-    for op in batch {
-        let live = match overlay.get(&op.id) {
-            Some(l) => *l,
-            None => shared.catalog.read().index.get(&op.id).copied(),
-        };
-        let loc = match &op.kind {
-            OpKind::Put { data } if live.is_none() => Some(append(
-                shared,
-                active,
-                &mut pending,
-                RecordHeader::put(op.id, data),
-                data,
-            )?),
-            OpKind::Relocate { from, data } if live == Some(*from) => Some(append(
-                shared,
-                active,
-                &mut pending,
-                RecordHeader::put(op.id, data),
-                data,
-            )?),
-            OpKind::Delete | OpKind::KeepTombstone if live.is_none() => {
-                if matches!(op.kind, OpKind::Delete) {
-                    deleted.push((op.seq, false));
-                    continue;
-                }
-                append(
-                    shared,
-                    active,
-                    &mut pending,
-                    RecordHeader::tombstone(op.id),
-                    &[],
-                )?;
-                None
-            }
-            OpKind::Delete => {
-                append(
-                    shared,
-                    active,
-                    &mut pending,
-                    RecordHeader::tombstone(op.id),
-                    &[],
-                )?;
-                deleted.push((op.seq, true));
-                None
-            }
-            OpKind::Put { .. } | OpKind::Relocate { .. } | OpKind::KeepTombstone => continue,
-        };
-        overlay.insert(op.id, loc);
-    }
-    sync(shared, active, &mut pending)?;
-    apply(shared, &mut pending, None);
-    Ok((deleted, pending.sealed))
-}
-
+/// Append one record to the active volume (not synced).
 fn append(
     shared: &Shared,
     active: &mut Active,
-    pending: &mut Pending,
     header: RecordHeader,
     data: &[u8],
-) -> Result<Loc> {
-    let record_len = header.record_len();
-    if policy::should_seal(active.len, record_len, shared.opts.volume_bytes_max) {
-        seal_and_roll(shared, active, pending)?;
-    }
+) -> Result<HintEntry> {
     let path = crate::format::volume_path(&shared.dir, active.number);
     let encoded = header.encode();
     let mut bufs = [IoSlice::new(&encoded), IoSlice::new(data)];
     let mut slices = &mut bufs[..];
     while !slices.is_empty() {
-        let n = active
-            .file
+        let n = (&*active.file)
             .write_vectored(slices)
             .map_err(|e| ChunkError::io("append to volume", &path, e))?;
         if n == 0 {
@@ -219,64 +330,41 @@ fn append(
         len: header.len,
         kind: header.kind,
     };
-    active.len += record_len;
+    active.len += header.record_len();
     active.entries.push(entry);
-    pending.applied.push((active.number, entry));
-    pending.unsynced = true;
-    debug_assert!(header.kind == RecordKind::Tombstone || data.len() == header.len as usize);
-    Ok(Loc {
-        volume: active.number,
-        offset: entry.offset,
-        len: header.len,
-    })
+    Ok(entry)
 }
 
-fn sync(shared: &Shared, active: &mut Active, pending: &mut Pending) -> Result<()> {
-    if pending.unsynced {
-        fail::fail_point!("chunk-writer-before-sync");
-        fail::fail_point!("chunk-writer-sync", |_| Err(ChunkError::io(
-            "sync volume",
-            crate::format::volume_path(&shared.dir, active.number),
-            std::io::Error::other("injected sync failure"),
-        )));
-        shared.syncs.fetch_add(1, Ordering::Relaxed);
-        let dir = &shared.dir;
-        active.file.sync_data().map_err(|e| {
-            ChunkError::io(
-                "sync volume",
-                crate::format::volume_path(dir, active.number),
-                e,
-            )
-        })?;
-        pending.unsynced = false;
-    }
-    Ok(())
+fn sync_file(shared: &Shared, file: &File, volume: u32) -> Result<()> {
+    let path = || crate::format::volume_path(&shared.dir, volume);
+    fail::fail_point!("chunk-writer-before-sync");
+    fail::fail_point!("chunk-writer-sync", |_| Err(ChunkError::io(
+        "sync volume",
+        path(),
+        std::io::Error::other("injected sync failure"),
+    )));
+    shared.syncs.fetch_add(1, Ordering::Relaxed);
+    file.sync_data()
+        .map_err(|e| ChunkError::io("sync volume", path(), e))
 }
 
-/// Publish durable records to the catalog; optionally mark a volume sealed with its hint size.
-fn apply(shared: &Shared, pending: &mut Pending, sealed: Option<(u32, u64)>) {
-    let mut cat = shared.catalog.write();
-    for (volume, entry) in pending.applied.drain(..) {
-        cat.apply(volume, &entry);
-    }
-    if let Some((volume, hint_bytes)) = sealed {
+/// Seal the active volume (everything in it is already synced and published): write its
+/// hint, mark it sealed, then start the next volume.
+fn seal_and_roll(shared: &Shared, active: &mut Active) -> Result<()> {
+    let hint_bytes = volume::write_hint(&shared.dir, active.number, active.len, &active.entries)?;
+    {
+        let mut cat = shared.catalog.write();
         let stats = cat
             .volumes
-            .get_mut(&volume)
+            .get_mut(&active.number)
             .expect("sealing a known volume");
+        assert_eq!(
+            stats.bytes, active.len,
+            "a volume is sealed only when fully published"
+        );
         stats.sealed = true;
         stats.hint_bytes = hint_bytes;
     }
-}
-
-/// Sync and seal the active volume (hint file written), then start the next one. Records of
-/// the sealed volume reach the catalog before it is marked sealed, so compaction never sees a
-/// sealed volume whose records are not all in the index.
-fn seal_and_roll(shared: &Shared, active: &mut Active, pending: &mut Pending) -> Result<()> {
-    sync(shared, active, pending)?;
-    let hint_bytes = volume::write_hint(&shared.dir, active.number, active.len, &active.entries)?;
-    apply(shared, pending, Some((active.number, hint_bytes)));
-    pending.sealed = true;
     let next = active.number + 1;
     let (file, reader) = volume::create_volume(&shared.dir, next)?;
     shared
@@ -285,7 +373,7 @@ fn seal_and_roll(shared: &Shared, active: &mut Active, pending: &mut Pending) ->
         .add_volume(next, Some(Arc::new(reader)));
     *active = Active {
         number: next,
-        file,
+        file: Arc::new(file),
         len: crate::format::VOLUME_HEADER_LEN,
         entries: Vec::new(),
     };
