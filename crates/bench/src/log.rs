@@ -1,13 +1,307 @@
-//! `spindle bench log` (being built).
+//! `spindle bench log`: durable appends of the event-store workload, Spindle against peers
+//! measured in the same run.
+//!
+//! Workload: `--events` events of `{"Type":"ItemCreated","ItemId":"1324"}`, each its own
+//! one-record transaction on node `users/{j mod 10000}`, with `--concurrency` appends
+//! outstanding. Systems: `spindle` (the file log), `spindle-nosync` (same, no fdatasync),
+//! `rocksdb-wal-sync` (64 threads, `sync=true` puts), `sqlite-full` (WAL, synchronous=FULL,
+//! one transaction per event), `device` (raw append + fdatasync at Spindle's batch size).
+//! `mb_per_s` counts the event's user bytes (key + JSON value) per second.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::stream::{FuturesUnordered, StreamExt};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use spindle_core::{ItemKey, Transaction, Value};
+use spindle_log::{FileLog, LogConfig, SyncMode};
+
+use crate::report::{print_json, print_table};
+
+const EVENT_JSON: &str = r#"{"Type":"ItemCreated","ItemId":"1324"}"#;
+const NODES: u64 = 10_000;
 
 /// Options of `spindle bench log`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    /// Events to append per system (peers far slower than Spindle run for `--peer-seconds`).
+    #[arg(long, default_value_t = 10_000_000)]
+    pub events: u64,
+    /// Appends outstanding at once.
+    #[arg(long, default_value_t = 10_000)]
+    pub concurrency: usize,
+    /// Time limit for the slow peers (RocksDB, SQLite) and the device probe.
+    #[arg(long, default_value_t = 20)]
+    pub peer_seconds: u64,
+    /// Comma-separated systems to run.
+    #[arg(long, default_value = "spindle,spindle-nosync,rocksdb-wal-sync,sqlite-full,device")]
+    pub systems: String,
+    /// Directory for the benchmark's files (a real disk, not tmpfs). Removed afterwards.
+    #[arg(long, default_value = "spindle-bench-data")]
+    pub dir: PathBuf,
     /// Print one JSON object per system.
     #[arg(long)]
     pub json: bool,
 }
 
-pub fn run(_args: &Args) -> anyhow::Result<()> {
-    anyhow::bail!("spindle bench log is not built yet")
+/// One system's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub system: String,
+    pub events: u64,
+    pub seconds: f64,
+    pub events_per_s: f64,
+    pub mb_per_s: f64,
+    pub p50_ack_us: f64,
+    pub p99_ack_us: f64,
+    pub events_per_fsync: f64,
+    /// How the run was bounded or anything else a reader must know.
+    pub note: String,
+}
+
+fn key_of(j: u64) -> String {
+    format!("users/{}", j % NODES)
+}
+
+fn user_bytes(j: u64) -> u64 {
+    (key_of(j).len() + EVENT_JSON.len()) as u64
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds")
+}
+
+fn row(system: &str, events: u64, bytes: u64, elapsed: Duration, h: &Histogram<u64>, per_sync: f64, note: String) -> Row {
+    let s = elapsed.as_secs_f64();
+    Row {
+        system: system.to_owned(),
+        events,
+        seconds: s,
+        events_per_s: events as f64 / s,
+        mb_per_s: bytes as f64 / s / 1e6,
+        p50_ack_us: h.value_at_quantile(0.5) as f64,
+        p99_ack_us: h.value_at_quantile(0.99) as f64,
+        events_per_fsync: per_sync,
+        note,
+    }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    anyhow::ensure!(args.events > 0 && args.concurrency > 0, "--events and --concurrency must be > 0");
+    std::fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
+    let systems: Vec<&str> = args.systems.split(',').map(str::trim).collect();
+    let mut rows = Vec::new();
+    let mut spindle_batch_bytes = None;
+    for system in &systems {
+        let dir = tempfile::Builder::new().prefix(system).tempdir_in(&args.dir)?;
+        eprintln!("bench log: running {system} ...");
+        let row = match *system {
+            "spindle" => {
+                let (row, batch) = spindle(args, dir.path(), SyncMode::Data)?;
+                spindle_batch_bytes = Some(batch);
+                row
+            }
+            "spindle-nosync" => spindle(args, dir.path(), SyncMode::Off)?.0,
+            "rocksdb-wal-sync" => rocksdb_peer(args, dir.path())?,
+            "sqlite-full" => sqlite_peer(args, dir.path())?,
+            "device" => {
+                let batch = spindle_batch_bytes.unwrap_or((args.concurrency as u64 * 70).max(70));
+                device(args, dir.path(), batch)?
+            }
+            other => anyhow::bail!("unknown system {other:?}"),
+        };
+        eprintln!("bench log: {system}: {:.0} events/s", row.events_per_s);
+        rows.push(row);
+    }
+    let _ = std::fs::remove_dir(&args.dir);
+    if args.json {
+        return print_json(&rows);
+    }
+    let base = rows.iter().find(|r| r.system == "spindle").map(|r| r.events_per_s);
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.system.clone(),
+                r.events.to_string(),
+                format!("{:.2}", r.seconds),
+                format!("{:.0}", r.events_per_s),
+                base.map_or("-".into(), |b| format!("{:.3}", r.events_per_s / b)),
+                format!("{:.1}", r.mb_per_s),
+                format!("{:.0}", r.p50_ack_us),
+                format!("{:.0}", r.p99_ack_us),
+                format!("{:.1}", r.events_per_fsync),
+                r.note.clone(),
+            ]
+        })
+        .collect();
+    print_table(
+        &["system", "events", "seconds", "events/s", "vs spindle", "MB/s", "p50 ack µs", "p99 ack µs", "events/fsync", "note"],
+        &table,
+    );
+    Ok(())
+}
+
+/// Spindle's file log driven by one client thread keeping `concurrency` appends in flight.
+fn spindle(args: &Args, dir: &std::path::Path, sync: SyncMode) -> anyhow::Result<(Row, u64)> {
+    let log = FileLog::open(dir, LogConfig { sync, ..LogConfig::default() })?;
+    let keys: Vec<ItemKey> = (0..NODES).map(|j| ItemKey::node(key_of(j)).expect("valid key")).collect();
+    let value = Value::json(EVENT_JSON)?;
+    let mut h = histogram();
+    let mut bytes = 0u64;
+    let start = Instant::now();
+    futures::executor::block_on(async {
+        let mut inflight = FuturesUnordered::new();
+        let mut next = 0u64;
+        let mut done = 0u64;
+        while done < args.events {
+            while next < args.events && inflight.len() < args.concurrency {
+                let txn = Transaction::single(keys[(next % NODES) as usize].clone(), value.clone());
+                let log = &log;
+                bytes += user_bytes(next);
+                inflight.push(async move {
+                    let t = Instant::now();
+                    let r = log.append(&txn).await;
+                    (r, t.elapsed())
+                });
+                next += 1;
+            }
+            let (r, took) = inflight.next().await.expect("in flight");
+            r?;
+            h.record((took.as_micros() as u64).max(1))?;
+            done += 1;
+        }
+        anyhow::Ok(())
+    })?;
+    let elapsed = start.elapsed();
+    let stats = log.stats();
+    let syncs = stats.syncs.load(std::sync::atomic::Ordering::Relaxed);
+    let batches = stats.batches.load(std::sync::atomic::Ordering::Relaxed).max(1);
+    let durable_bytes = log_bytes(dir)?;
+    log.close();
+    let per_sync = if syncs > 0 { args.events as f64 / syncs as f64 } else { 0.0 };
+    let note = match sync {
+        SyncMode::Data => format!("{syncs} fdatasyncs, {:.0} B per batch", durable_bytes as f64 / batches as f64),
+        SyncMode::Off => "no fdatasync: not durable".to_owned(),
+    };
+    let system = if sync == SyncMode::Data { "spindle" } else { "spindle-nosync" };
+    Ok((row(system, args.events, bytes, elapsed, &h, per_sync, note), durable_bytes / batches))
+}
+
+/// Bytes of frames in the log's segments.
+fn log_bytes(dir: &std::path::Path) -> anyhow::Result<u64> {
+    let report = spindle_log::inspect::inspect(dir)?;
+    Ok(report.segments.iter().map(|s| s.used_bytes - spindle_log::segment::SEGMENT_HEADER_BYTES).sum())
+}
+
+fn deadline_note(done: u64, wanted: u64, secs: u64) -> String {
+    if done < wanted { format!("time-bounded: {secs} s, {done} of {wanted} events") } else { String::new() }
+}
+
+/// RocksDB: 64 threads doing `sync=true` puts (RocksDB group-commits its WAL across them).
+fn rocksdb_peer(args: &Args, dir: &std::path::Path) -> anyhow::Result<Row> {
+    let mut opts = rocksdb::Options::default();
+    opts.create_if_missing(true);
+    let db = rocksdb::DB::open(&opts, dir)?;
+    let threads = 64u64;
+    let limit = Duration::from_secs(args.peer_seconds);
+    let start = Instant::now();
+    let results: Vec<anyhow::Result<(u64, u64, Histogram<u64>)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let db = &db;
+                s.spawn(move || {
+                    let mut wo = rocksdb::WriteOptions::default();
+                    wo.set_sync(true);
+                    let mut h = histogram();
+                    let (mut n, mut bytes) = (0u64, 0u64);
+                    let mut j = t;
+                    while j < args.events && start.elapsed() < limit {
+                        let t0 = Instant::now();
+                        db.put_opt(key_of(j).as_bytes(), EVENT_JSON.as_bytes(), &wo)?;
+                        h.record((t0.elapsed().as_micros() as u64).max(1))?;
+                        n += 1;
+                        bytes += user_bytes(j);
+                        j += threads;
+                    }
+                    Ok((n, bytes, h))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("rocksdb thread")).collect()
+    });
+    let elapsed = start.elapsed();
+    let mut h = histogram();
+    let (mut n, mut bytes) = (0, 0);
+    for r in results {
+        let (tn, tb, th) = r?;
+        n += tn;
+        bytes += tb;
+        h.add(th)?;
+    }
+    let syncs = db.property_int_value("rocksdb.wal-file-synced")?.unwrap_or(0);
+    let per_sync = if syncs > 0 { n as f64 / syncs as f64 } else { 0.0 };
+    let mut note = deadline_note(n, args.events, args.peer_seconds);
+    note = format!("64 threads; {note}");
+    Ok(row("rocksdb-wal-sync", n, bytes, elapsed, &h, per_sync, note))
+}
+
+/// SQLite: WAL, synchronous=FULL, one transaction per event, one connection.
+fn sqlite_peer(args: &Args, dir: &std::path::Path) -> anyhow::Result<Row> {
+    let conn = rusqlite::Connection::open(dir.join("events.db"))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY, item TEXT NOT NULL, value TEXT NOT NULL)", [])?;
+    let limit = Duration::from_secs(args.peer_seconds);
+    let mut stmt = conn.prepare("INSERT INTO events (item, value) VALUES (?1, ?2)")?;
+    let mut h = histogram();
+    let (mut n, mut bytes) = (0u64, 0u64);
+    let start = Instant::now();
+    while n < args.events && start.elapsed() < limit {
+        let t0 = Instant::now();
+        conn.execute_batch("BEGIN")?;
+        stmt.execute((key_of(n), EVENT_JSON))?;
+        conn.execute_batch("COMMIT")?;
+        h.record((t0.elapsed().as_micros() as u64).max(1))?;
+        bytes += user_bytes(n);
+        n += 1;
+    }
+    let elapsed = start.elapsed();
+    let note = deadline_note(n, args.events, args.peer_seconds);
+    Ok(row("sqlite-full", n, bytes, elapsed, &h, 1.0, note))
+}
+
+/// The device limit: append `batch_bytes` and fdatasync, repeatedly, into a preallocated
+/// file, as the log does; events/s assumes Spindle's bytes per event.
+fn device(args: &Args, dir: &std::path::Path, batch_bytes: u64) -> anyhow::Result<Row> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join("device.probe");
+    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
+    let size = 1u64 << 30;
+    file.set_len(size)?;
+    let buf = vec![0x5au8; batch_bytes.max(1) as usize];
+    let per_event = 16 + 1 + 3 + 4 + (user_bytes(1) as usize); // frame header + payload
+    let events_per_batch = (batch_bytes as f64 / per_event as f64).max(1.0);
+    let limit = Duration::from_secs(args.peer_seconds.min(10));
+    let mut h = histogram();
+    let (mut batches, mut offset) = (0u64, 0u64);
+    let start = Instant::now();
+    while start.elapsed() < limit && (batches as f64 * events_per_batch) < args.events as f64 {
+        if offset + batch_bytes > size {
+            offset = 0;
+        }
+        let t0 = Instant::now();
+        file.write_all_at(&buf, offset)?;
+        file.sync_data()?;
+        h.record((t0.elapsed().as_micros() as u64).max(1))?;
+        offset += batch_bytes;
+        batches += 1;
+    }
+    let elapsed = start.elapsed();
+    let events = (batches as f64 * events_per_batch) as u64;
+    let bytes = events * user_bytes(1);
+    let note = format!("{batches} writes of {batch_bytes} B + fdatasync; p50/p99 are per sync");
+    Ok(row("device", events, bytes, elapsed, &h, events_per_batch, note))
 }

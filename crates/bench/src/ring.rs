@@ -1,13 +1,337 @@
-//! `spindle bench ring` (not built yet).
+//! `spindle bench ring`: one producer multicasting 64-byte events to K consumers, through
+//! Spindle's ring, `crossbeam-channel` (one bounded channel per consumer, the event copied
+//! K times) and the `disruptor` crate, in one run on the same machine.
+//!
+//! Every consumer checks that it saw every event once, in order, and the checksums must
+//! agree, so a system cannot win by dropping work. CPU time is the process's user+system
+//! time from `/proc/self/stat`, so it counts every thread of the system being measured
+//! (the systems run one after another).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+
+use anyhow::{ensure, Context};
+use serde::Serialize;
+use spindle_ring::{RingBuilder, WaitStrategy};
+
+use crate::report::{print_json, print_table};
 
 /// Options of `spindle bench ring`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    /// Events the producer publishes per measurement.
+    #[arg(long, default_value_t = 50_000_000)]
+    pub events: u64,
+    /// Ring (and channel) capacity in events; a power of two.
+    #[arg(long, default_value_t = 16_384)]
+    pub capacity: usize,
+    /// Events the producer claims per batch (Spindle and disruptor; channels send one by one).
+    #[arg(long, default_value_t = 256)]
+    pub batch: u64,
+    /// Consumer counts to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    pub consumers: Vec<usize>,
+    /// Systems to measure, comma-separated (spindle, crossbeam-channel, disruptor).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "spindle,crossbeam-channel,disruptor"
+    )]
+    pub systems: Vec<String>,
     /// Print one JSON object per measurement.
     #[arg(long)]
     pub json: bool,
 }
 
-pub fn run(_args: &Args) -> anyhow::Result<()> {
-    anyhow::bail!("spindle bench ring is not built yet")
+/// A 64-byte event: a sequence number and a payload derived from it.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C)]
+struct Event {
+    seq: u64,
+    payload: [u64; 7],
+}
+
+const _: () = assert!(std::mem::size_of::<Event>() == 64);
+
+impl Event {
+    fn new(seq: u64) -> Self {
+        let mut payload = [0; 7];
+        for (i, word) in payload.iter_mut().enumerate() {
+            *word = seq
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .rotate_left(i as u32 * 9);
+        }
+        Self { seq, payload }
+    }
+}
+
+/// A consumer's running check: every event once and in order, and a checksum of the payload.
+#[derive(Debug, Default, Clone, Copy)]
+struct Check {
+    next: u64,
+    sum: u64,
+}
+
+impl Check {
+    #[inline]
+    fn see(&mut self, event: &Event) {
+        assert_eq!(event.seq, self.next, "event out of order or lost");
+        self.next += 1;
+        self.sum = self.sum.wrapping_add(event.payload[event.seq as usize % 7]);
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    system: String,
+    consumers: usize,
+    events: u64,
+    seconds: f64,
+    events_per_s: f64,
+    events_per_cpu_s: f64,
+    threads: usize,
+    cpu_seconds: f64,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    ensure!(
+        args.capacity.is_power_of_two(),
+        "--capacity must be a power of two, got {}",
+        args.capacity
+    );
+    ensure!(args.events > 0, "--events must be at least 1");
+    let batch = args.batch.clamp(1, args.capacity as u64);
+    let expected = expected_sum(args.events);
+    let mut rows = Vec::new();
+    for &k in &args.consumers {
+        ensure!(k >= 1, "--consumers values must be at least 1");
+        for system in &args.systems {
+            let cpu_before = process_cpu_seconds()?;
+            let started = Instant::now();
+            let sums = match system.as_str() {
+                "spindle" => run_spindle(args.events, k, args.capacity, batch)?,
+                "crossbeam-channel" => run_crossbeam(args.events, k, args.capacity),
+                "disruptor" => run_disruptor(args.events, k, args.capacity, batch as usize),
+                other => anyhow::bail!("unknown system {other:?}"),
+            };
+            let seconds = started.elapsed().as_secs_f64();
+            let cpu_seconds = process_cpu_seconds()? - cpu_before;
+            ensure!(
+                sums.len() == k && sums.iter().all(|&s| s == expected),
+                "{system} with {k} consumers: wrong checksums {sums:?}, expected {expected}"
+            );
+            rows.push(Row {
+                system: system.clone(),
+                consumers: k,
+                events: args.events,
+                seconds,
+                events_per_s: args.events as f64 / seconds,
+                events_per_cpu_s: args.events as f64 / cpu_seconds.max(0.01),
+                threads: 1 + k,
+                cpu_seconds,
+            });
+            if args.json {
+                print_json(&rows[rows.len() - 1..])?;
+            }
+        }
+    }
+    if !args.json {
+        print_markdown(&rows);
+    }
+    Ok(())
+}
+
+fn expected_sum(events: u64) -> u64 {
+    let mut check = Check::default();
+    (0..events).for_each(|s| check.see(&Event::new(s)));
+    check.sum
+}
+
+fn print_markdown(rows: &[Row]) {
+    let rate_of = |system: &str, k: usize| {
+        rows.iter()
+            .find(|r| r.system == system && r.consumers == k)
+            .map(|r| r.events_per_s)
+    };
+    let ratio = |r: &Row, peer: &str| {
+        rate_of(peer, r.consumers).map_or("-".to_owned(), |p| format!("{:.2}x", r.events_per_s / p))
+    };
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.system.clone(),
+                r.consumers.to_string(),
+                r.threads.to_string(),
+                format!("{:.3}", r.seconds),
+                format!("{:.2}", r.cpu_seconds),
+                format!("{:.1} M", r.events_per_s / 1e6),
+                format!("{:.1} M", r.events_per_cpu_s / 1e6),
+                ratio(r, "crossbeam-channel"),
+                ratio(r, "disruptor"),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "system",
+            "consumers",
+            "threads",
+            "seconds",
+            "cpu s",
+            "events/s",
+            "events/cpu-s",
+            "vs crossbeam",
+            "vs disruptor",
+        ],
+        &table,
+    );
+}
+
+/// Spindle's ring: the producer claims up to `batch` slots and writes events in place; K
+/// consumers read the same slots. Blocking wait strategy (the default).
+fn run_spindle(events: u64, k: usize, capacity: usize, batch: u64) -> anyhow::Result<Vec<u64>> {
+    let (mut producer, ring) = RingBuilder::new(capacity)
+        .name("bench")
+        .wait(WaitStrategy::Blocking)
+        .build::<Event>()?;
+    let consumers: Vec<_> = (0..k)
+        .map(|i| ring.join_at(&format!("c{i}"), 0))
+        .collect::<Result<_, _>>()?;
+    thread::scope(|s| {
+        let handles: Vec<_> = consumers
+            .into_iter()
+            .map(|mut consumer| {
+                s.spawn(move || {
+                    let mut check = Check::default();
+                    while let Ok(batch) = consumer.wait_batch() {
+                        let (a, b) = batch.slices();
+                        a.iter().chain(b).for_each(|e| check.see(e));
+                    }
+                    check.sum
+                })
+            })
+            .collect();
+        let mut sent = 0;
+        while sent < events {
+            let mut claim = producer.claim_up_to(batch.min(events - sent));
+            let start = claim.start();
+            let (a, b) = claim.slices_mut();
+            for (i, slot) in a.iter_mut().chain(b).enumerate() {
+                *slot = Event::new(start + i as u64);
+            }
+            sent += claim.len() as u64;
+            claim.publish();
+        }
+        drop(producer);
+        Ok(handles.into_iter().map(|h| h.join().unwrap()).collect())
+    })
+}
+
+/// One bounded channel per consumer; the producer sends each event K times.
+fn run_crossbeam(events: u64, k: usize, capacity: usize) -> Vec<u64> {
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..k)
+        .map(|_| crossbeam_channel::bounded::<Event>(capacity))
+        .unzip();
+    thread::scope(|s| {
+        let handles: Vec<_> = receivers
+            .into_iter()
+            .map(|rx| {
+                s.spawn(move || {
+                    let mut check = Check::default();
+                    for event in rx {
+                        check.see(&event);
+                    }
+                    check.sum
+                })
+            })
+            .collect();
+        for seq in 0..events {
+            let event = Event::new(seq);
+            for tx in &senders {
+                tx.send(event).expect("consumer alive");
+            }
+        }
+        drop(senders);
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// The `disruptor` crate: single producer, K event handlers on threads it manages, its
+/// `BusySpinWithSpinLoopHint` wait strategy (it has no blocking one). Its producer spins
+/// while the ring is full.
+fn run_disruptor(events: u64, k: usize, capacity: usize, batch: usize) -> Vec<u64> {
+    use disruptor::{BusySpinWithSpinLoopHint, Producer as _};
+    let sums: Arc<Vec<AtomicU64>> = Arc::new((0..k).map(|_| AtomicU64::new(0)).collect());
+    let handler = |i: usize| {
+        let sums = sums.clone();
+        let mut check = Check::default();
+        move |e: &Event, _seq: i64, _end: bool| {
+            check.see(e);
+            if check.next == events {
+                sums[i].store(check.sum, Ordering::Release);
+            }
+        }
+    };
+    let publish = |producer: &mut dyn FnMut(usize, u64)| {
+        let mut sent = 0;
+        while sent < events {
+            let n = (batch as u64).min(events - sent);
+            producer(n as usize, sent);
+            sent += n;
+        }
+    };
+    if k == 1 {
+        let mut producer =
+            disruptor::build_single_producer(capacity, Event::default, BusySpinWithSpinLoopHint)
+                .handle_events_with(handler(0))
+                .build();
+        publish(&mut |n, start| {
+            producer.batch_publish(n, |iter| {
+                for (i, e) in iter.enumerate() {
+                    *e = Event::new(start + i as u64);
+                }
+            })
+        });
+        drop(producer);
+    } else {
+        let mut builder =
+            disruptor::build_single_producer(capacity, Event::default, BusySpinWithSpinLoopHint)
+                .with_multi_consumer();
+        for i in 0..k {
+            builder = builder.handle_events_with(handler(i));
+        }
+        let mut producer = builder.build();
+        publish(&mut |n, start| {
+            producer.batch_publish(n, |iter| {
+                for (i, e) in iter.enumerate() {
+                    *e = Event::new(start + i as u64);
+                }
+            })
+        });
+        drop(producer);
+    }
+    sums.iter().map(|s| s.load(Ordering::Acquire)).collect()
+}
+
+/// User plus system CPU seconds of this process so far (all threads, live and exited).
+fn process_cpu_seconds() -> anyhow::Result<f64> {
+    // USER_HZ is 100 on every Linux ABI.
+    const TICKS_PER_S: f64 = 100.0;
+    let stat = std::fs::read_to_string("/proc/self/stat").context("reading /proc/self/stat")?;
+    let after_name = stat
+        .rsplit_once(") ")
+        .context("unexpected /proc/self/stat format")?
+        .1;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // Fields 14 and 15 of stat(5) (utime, stime); `after_name` starts at field 3.
+    let ticks = |i: usize| -> anyhow::Result<f64> {
+        Ok(fields
+            .get(i)
+            .context("short /proc/self/stat")?
+            .parse::<f64>()?)
+    };
+    Ok((ticks(11)? + ticks(12)?) / TICKS_PER_S)
 }

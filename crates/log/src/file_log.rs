@@ -17,7 +17,7 @@ use tokio::sync::{oneshot, watch, Semaphore};
 
 use crate::config::LogConfig;
 use crate::error::{io_at, AppendError, OpenError, ReadError, TruncateError};
-use crate::intake::{Command, Intake, Pending, PreparedTxn};
+use crate::intake::{Command, Intake, Pending, Prepared, Reply};
 use crate::reader::read_range;
 use crate::recovery::{scan_dir, TornTail};
 use crate::segment::{create_segment, segment_file_name, zero_range, SEGMENT_HEADER_BYTES};
@@ -259,9 +259,34 @@ impl FileLog {
 
     /// Append a transaction; resolves with its commit index once it is durable.
     pub async fn append(&self, txn: &Transaction) -> Result<Index, AppendError> {
-        let prepared = PreparedTxn::new(txn)?;
-        let rx = self.enqueue(prepared).await?;
+        let prepared = Prepared::new([txn]);
+        if let Some(rejected) = prepared.txns[0].rejected.clone() {
+            return Err(rejected);
+        }
+        let (reply, rx) = oneshot::channel();
+        self.enqueue(prepared, Reply::One(reply)).await?;
         rx.await.map_err(|_| AppendError::Closed)?
+    }
+
+    /// Append many independent transactions in one submission. Each is its own transaction
+    /// (own conditions, own commit index, own outcome, in the order given); they share the
+    /// queueing and the reply, which makes pipelined clients cheap.
+    pub async fn append_many(&self, txns: &[Transaction]) -> Vec<Result<Index, AppendError>> {
+        let prepared = Prepared::new(txns);
+        if !prepared.has_work() {
+            return prepared
+                .txns
+                .into_iter()
+                .map(|t| Err(t.rejected.expect("rejected")))
+                .collect();
+        }
+        let (reply, rx) = oneshot::channel();
+        let n = prepared.txns.len();
+        if let Err(e) = self.enqueue(prepared, Reply::Many(reply)).await {
+            return vec![Err(e); n];
+        }
+        rx.await
+            .unwrap_or_else(|_| vec![Err(AppendError::Closed); n])
     }
 
     /// `append` for callers without an async runtime.
@@ -269,34 +294,35 @@ impl FileLog {
         futures::executor::block_on(self.append(txn))
     }
 
-    async fn enqueue(
-        &self,
-        txn: PreparedTxn,
-    ) -> Result<oneshot::Receiver<Result<Index, AppendError>>, AppendError> {
+    async fn enqueue(&self, prepared: Prepared, reply: Reply) -> Result<(), AppendError> {
         let shared = &self.inner.shared;
         if let Some(cause) = shared.failure() {
             return Err(AppendError::Failed { cause });
         }
-        let bytes = txn.bytes();
-        let permits = u32::try_from(bytes).expect("transaction size is bounded");
+        let bytes = prepared.bytes();
+        let permits = u32::try_from(bytes.min(shared.config.intake_bytes_max))
+            .expect("intake bound fits u32");
         shared
             .intake_permits
             .acquire_many(permits)
             .await
             .map_err(|_| AppendError::Closed)?
             .forget();
-        let (reply, rx) = oneshot::channel();
         let mut intake = shared.intake.lock();
         if intake.closed {
             drop(intake);
-            shared.intake_permits.add_permits(bytes);
+            shared.intake_permits.add_permits(permits as usize);
             return Err(AppendError::Closed);
         }
-        intake.queued_bytes += bytes;
-        intake.queue.push(Pending { txn, reply });
+        intake.queued_bytes += permits as usize;
+        intake.queue.push(Pending {
+            prepared,
+            reply,
+            permits: permits as usize,
+        });
         drop(intake);
         shared.intake_ready.notify_one();
-        Ok(rx)
+        Ok(())
     }
 
     /// The highest index that is durable (always a commit index; 0 for an empty log).

@@ -1,18 +1,20 @@
 //! Intake: transactions validated and encoded by the appender, queued for the writer.
 //!
 //! Encoding happens on the appender's thread so the single writer only checks conditions,
-//! stamps indexes and checksums, and does I/O. The queue is bounded in bytes by a semaphore:
-//! an appender takes permits for its encoded size before queueing and the writer returns them
-//! when it takes the batch, so a full intake makes appenders wait (backpressure).
+//! stamps indexes and checksums, and does I/O. An appender may hand over many independent
+//! transactions in one submission (one allocation set, one queue push, one reply for all);
+//! each still gets its own conditions, commit index and outcome. The queue is bounded in
+//! bytes by a semaphore: an appender takes permits for its encoded size before queueing and
+//! the writer returns them when it takes the batch, so a full intake makes appenders wait.
 
 use spindle_core::record::encode_payload;
 use spindle_core::{Index, ItemKey, Transaction};
 use tokio::sync::oneshot;
 
-use crate::error::AppendError;
+use crate::error::{AppendError, TruncateError};
 use crate::frame::FRAME_HEADER_BYTES;
 
-/// Where one record's frame and key sit inside `PreparedTxn::frames`.
+/// Where one record's frame and key sit inside `Prepared::frames`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RecordSpan {
     pub frame_start: u32,
@@ -21,57 +23,127 @@ pub(crate) struct RecordSpan {
     pub key_end: u32,
 }
 
-/// A transaction encoded as frames whose index and checksum are still zero.
-#[derive(Debug)]
-pub(crate) struct PreparedTxn {
-    pub frames: Vec<u8>,
-    pub records: Vec<RecordSpan>,
-    /// Encoded key, expected version and the key itself (for error messages).
-    pub conditions: Vec<(Vec<u8>, Index, ItemKey)>,
+/// One transaction of a submission: its records, conditions and frame bytes.
+#[derive(Clone, Debug)]
+pub(crate) struct TxnSpan {
+    pub records: std::ops::Range<usize>,
+    pub conditions: std::ops::Range<usize>,
+    pub frames: std::ops::Range<usize>,
+    /// Refused before queueing (bad input): no frames, this is its outcome.
+    pub rejected: Option<AppendError>,
 }
 
-impl PreparedTxn {
-    /// Validate and encode. Bad input is refused here, before anything is queued.
-    pub fn new(txn: &Transaction) -> Result<Self, AppendError> {
-        let payload_bytes = txn.validate()?;
-        let mut frames = Vec::with_capacity(payload_bytes + txn.writes.len() * FRAME_HEADER_BYTES);
-        let mut records = Vec::with_capacity(txn.writes.len());
+/// "The item with this encoded key is at version `expected`".
+#[derive(Debug)]
+pub(crate) struct PreparedCondition {
+    pub key_bytes: Vec<u8>,
+    pub expected: Index,
+    pub key: ItemKey,
+}
+
+/// Transactions encoded as frames whose index and checksum are still zero.
+#[derive(Debug, Default)]
+pub(crate) struct Prepared {
+    pub frames: Vec<u8>,
+    pub records: Vec<RecordSpan>,
+    pub txns: Vec<TxnSpan>,
+    pub conditions: Vec<PreparedCondition>,
+}
+
+impl Prepared {
+    /// Validate and encode each transaction; bad ones are marked rejected, not queued.
+    pub fn new<'a>(txns: impl IntoIterator<Item = &'a Transaction>) -> Self {
+        let mut p = Prepared::default();
+        for txn in txns {
+            p.push(txn);
+        }
+        p
+    }
+
+    fn push(&mut self, txn: &Transaction) {
+        let at = (self.records.len(), self.conditions.len(), self.frames.len());
+        let payload_bytes = match txn.validate() {
+            Ok(n) => n,
+            Err(e) => {
+                self.txns.push(TxnSpan {
+                    records: at.0..at.0,
+                    conditions: at.1..at.1,
+                    frames: at.2..at.2,
+                    rejected: Some(AppendError::Input(e)),
+                });
+                return;
+            }
+        };
+        self.frames
+            .reserve(payload_bytes + txn.writes.len() * FRAME_HEADER_BYTES);
         let last = txn.writes.len() - 1;
         for (i, w) in txn.writes.iter().enumerate() {
-            let frame_start = frames.len();
-            frames.extend_from_slice(&[0u8; FRAME_HEADER_BYTES]);
-            let key = encode_payload(i == last, &w.key, &w.value, &mut frames);
-            let len = (frames.len() - frame_start - FRAME_HEADER_BYTES) as u32;
-            frames[frame_start..frame_start + 4].copy_from_slice(&len.to_le_bytes());
-            records.push(RecordSpan {
+            let frame_start = self.frames.len();
+            self.frames.extend_from_slice(&[0u8; FRAME_HEADER_BYTES]);
+            let key = encode_payload(i == last, &w.key, &w.value, &mut self.frames);
+            let len = (self.frames.len() - frame_start - FRAME_HEADER_BYTES) as u32;
+            self.frames[frame_start..frame_start + 4].copy_from_slice(&len.to_le_bytes());
+            self.records.push(RecordSpan {
                 frame_start: frame_start as u32,
-                frame_end: frames.len() as u32,
+                frame_end: self.frames.len() as u32,
                 key_start: key.start as u32,
                 key_end: key.end as u32,
             });
         }
-        let conditions = txn
-            .conditions
-            .iter()
-            .map(|c| (c.key.to_bytes(), c.expected, c.key.clone()))
-            .collect();
-        Ok(PreparedTxn {
-            frames,
-            records,
-            conditions,
-        })
+        for c in &txn.conditions {
+            self.conditions.push(PreparedCondition {
+                key_bytes: c.key.to_bytes(),
+                expected: c.expected,
+                key: c.key.clone(),
+            });
+        }
+        self.txns.push(TxnSpan {
+            records: at.0..self.records.len(),
+            conditions: at.1..self.conditions.len(),
+            frames: at.2..self.frames.len(),
+            rejected: None,
+        });
     }
 
+    /// Encoded bytes (what the intake bound counts).
     pub fn bytes(&self) -> usize {
         self.frames.len()
     }
+
+    /// Whether any transaction needs the writer.
+    pub fn has_work(&self) -> bool {
+        self.txns.iter().any(|t| t.rejected.is_none())
+    }
 }
 
-/// A queued append and where its outcome goes.
+/// Where a submission's outcomes go.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    One(oneshot::Sender<Result<Index, AppendError>>),
+    Many(oneshot::Sender<Vec<Result<Index, AppendError>>>),
+}
+
+impl Reply {
+    pub fn send(self, mut results: Vec<Result<Index, AppendError>>) {
+        match self {
+            Reply::One(tx) => {
+                let r = results.pop().expect("one transaction, one outcome");
+                let _ = tx.send(r);
+            }
+            Reply::Many(tx) => {
+                let _ = tx.send(results);
+            }
+        }
+    }
+}
+
+/// A queued submission and where its outcomes go.
 #[derive(Debug)]
 pub(crate) struct Pending {
-    pub txn: PreparedTxn,
-    pub reply: oneshot::Sender<Result<Index, AppendError>>,
+    pub prepared: Prepared,
+    pub reply: Reply,
+    /// Intake permits held (the encoded bytes, capped at the intake bound).
+    pub permits: usize,
 }
 
 /// Work for the writer besides appends.
@@ -79,7 +151,7 @@ pub(crate) struct Pending {
 pub(crate) enum Command {
     Truncate {
         below: Index,
-        reply: oneshot::Sender<Result<Index, crate::error::TruncateError>>,
+        reply: oneshot::Sender<Result<Index, TruncateError>>,
     },
 }
 
@@ -103,7 +175,10 @@ mod tests {
         let txn = Transaction::new()
             .write(ItemKey::node("a").unwrap(), Value::json("{}").unwrap())
             .write(ItemKey::edge("a", "l", "b").unwrap(), Value::Tombstone);
-        let mut p = PreparedTxn::new(&txn).unwrap();
+        let bad = Transaction::new();
+        let mut p = Prepared::new([&bad, &txn]);
+        assert!(matches!(p.txns[0].rejected, Some(AppendError::Input(_))));
+        assert_eq!(p.txns[1].records, 0..2);
         let spans = p.records.clone();
         for (i, s) in spans.iter().enumerate() {
             let frame = &mut p.frames[s.frame_start as usize..s.frame_end as usize];

@@ -18,7 +18,7 @@ use crate::config::SyncMode;
 use crate::error::{AppendError, FailedCondition, TruncateError};
 use crate::file_log::{SegmentHandle, Shared};
 use crate::frame::seal_frame;
-use crate::intake::{Command, Pending};
+use crate::intake::{Command, Pending, Prepared};
 use crate::segment::{create_segment, sync_dir, SEGMENT_HEADER_BYTES};
 use crate::versions::VersionTable;
 
@@ -53,10 +53,7 @@ pub(crate) struct Writer {
     pub tail: Tail,
     pub versions: VersionTable,
     buf: Vec<u8>,
-    replies: Vec<(
-        tokio::sync::oneshot::Sender<Result<Index, AppendError>>,
-        Result<Index, AppendError>,
-    )>,
+    replies: Vec<(crate::intake::Reply, Vec<Result<Index, AppendError>>)>,
     /// Records appended to the tail segment since its last sparse-index entry.
     since_sparse: u64,
 }
@@ -104,9 +101,8 @@ impl Writer {
         } else {
             let mut bytes = 0;
             let mut n = 0;
-            while n < intake.queue.len() && (n == 0 || bytes + intake.queue[n].txn.bytes() <= limit)
-            {
-                bytes += intake.queue[n].txn.bytes();
+            while n < intake.queue.len() && (n == 0 || bytes + intake.queue[n].permits <= limit) {
+                bytes += intake.queue[n].permits;
                 n += 1;
             }
             intake.queued_bytes -= bytes;
@@ -120,36 +116,34 @@ impl Writer {
     }
 
     fn commit(&mut self, batch: Vec<Pending>) {
-        if let Some(cause) = self.shared.failure() {
-            for p in batch {
-                let _ = p.reply.send(Err(AppendError::Failed {
-                    cause: cause.clone(),
-                }));
-            }
-            return;
-        }
         self.buf.clear();
         let mut last_commit = Index::ZERO;
-        for p in batch {
-            if let Some(cause) = self.shared.failure() {
-                self.replies
-                    .push((p.reply, Err(AppendError::Failed { cause })));
-                continue;
-            }
-            match self.stage(p.txn) {
-                Ok(Staged::Appended(commit)) => {
-                    last_commit = commit;
-                    self.replies.push((p.reply, Ok(commit)));
+        for mut p in batch {
+            let mut results = Vec::with_capacity(p.prepared.txns.len());
+            for t in 0..p.prepared.txns.len() {
+                if let Some(e) = &p.prepared.txns[t].rejected {
+                    results.push(Err(e.clone()));
+                    continue;
                 }
-                Ok(Staged::Conflict(failed)) => self
-                    .replies
-                    .push((p.reply, Err(AppendError::Conflict { failed }))),
-                Err(cause) => {
-                    self.shared.fail(cause.clone());
-                    self.replies
-                        .push((p.reply, Err(AppendError::Failed { cause })));
+                if let Some(cause) = self.shared.failure() {
+                    results.push(Err(AppendError::Failed { cause }));
+                    continue;
+                }
+                match self.stage(&mut p.prepared, t) {
+                    Ok(Staged::Appended(commit)) => {
+                        last_commit = commit;
+                        results.push(Ok(commit));
+                    }
+                    Ok(Staged::Conflict(failed)) => {
+                        results.push(Err(AppendError::Conflict { failed }));
+                    }
+                    Err(cause) => {
+                        self.shared.fail(cause.clone());
+                        results.push(Err(AppendError::Failed { cause }));
+                    }
                 }
             }
+            self.replies.push((p.reply, results));
         }
         let flushed = if self.shared.failure().is_none() {
             self.flush()
@@ -160,13 +154,15 @@ impl Writer {
             self.shared.fail(cause);
         }
         if let Some(cause) = self.shared.failure() {
-            for (reply, result) in self.replies.drain(..) {
-                let r = result.and_then(|_| {
-                    Err(AppendError::Failed {
-                        cause: cause.clone(),
-                    })
-                });
-                let _ = reply.send(r);
+            for (reply, mut results) in self.replies.drain(..) {
+                for r in &mut results {
+                    if r.is_ok() {
+                        *r = Err(AppendError::Failed {
+                            cause: cause.clone(),
+                        });
+                    }
+                }
+                reply.send(results);
             }
             return;
         }
@@ -178,20 +174,21 @@ impl Writer {
                 .fetch_add(records, Ordering::Relaxed);
             self.shared.publish_durable(last_commit);
         }
-        for (reply, result) in self.replies.drain(..) {
-            let _ = reply.send(result);
+        for (reply, results) in self.replies.drain(..) {
+            reply.send(results);
         }
     }
 
-    /// Check one transaction's conditions and, if they hold, stamp it into the buffer.
-    fn stage(&mut self, mut txn: crate::intake::PreparedTxn) -> Result<Staged, String> {
+    /// Check transaction `t`'s conditions and, if they hold, stamp it into the buffer.
+    fn stage(&mut self, p: &mut Prepared, t: usize) -> Result<Staged, String> {
+        let span = p.txns[t].clone();
         let mut failed = Vec::new();
-        for (key, expected, item) in &txn.conditions {
-            let actual = self.versions.get(key);
-            if actual != *expected {
+        for c in &p.conditions[span.conditions.clone()] {
+            let actual = self.versions.get(&c.key_bytes);
+            if actual != c.expected {
                 failed.push(FailedCondition {
-                    key: item.clone(),
-                    expected: *expected,
+                    key: c.key.clone(),
+                    expected: c.expected,
                     actual,
                 });
             }
@@ -199,29 +196,33 @@ impl Writer {
         if !failed.is_empty() {
             return Ok(Staged::Conflict(failed));
         }
-        let len = txn.frames.len() as u64;
+        let len = span.frames.len() as u64;
         let at = self.tail.offset + self.buf.len() as u64;
         if place(at, len, self.shared.config.segment_bytes) == Placement::Roll {
             self.flush()?;
             self.roll()?;
         }
         let stride = self.shared.config.sparse_index_stride_records;
+        let base = self.tail.offset + self.buf.len() as u64 - span.frames.start as u64;
         let mut index = self.tail.next_index;
-        for span in &txn.records {
-            let frame = &mut txn.frames[span.frame_start as usize..span.frame_end as usize];
+        for r in &p.records[span.records.clone()] {
+            let frame = &mut p.frames[r.frame_start as usize..r.frame_end as usize];
             seal_frame(frame, index);
-            let key = &txn.frames[span.key_start as usize..span.key_end as usize];
-            self.versions.set(key, index);
+            self.versions
+                .set(&p.frames[r.key_start as usize..r.key_end as usize], index);
             if self.since_sparse >= stride {
-                let offset = self.tail.offset + self.buf.len() as u64 + u64::from(span.frame_start);
-                self.tail.segment.sparse.lock().push((index, offset));
+                self.tail
+                    .segment
+                    .sparse
+                    .lock()
+                    .push((index, base + u64::from(r.frame_start)));
                 self.since_sparse = 0;
             }
             self.since_sparse += 1;
             index = index.next();
         }
-        self.buf.extend_from_slice(&txn.frames);
-        let commit = self.tail.next_index.plus(txn.records.len() as u64 - 1);
+        self.buf.extend_from_slice(&p.frames[span.frames]);
+        let commit = index.prev();
         self.tail.next_index = index;
         Ok(Staged::Appended(commit))
     }

@@ -72,3 +72,26 @@ fn versions_survive_restart_and_truncation() {
     let k0 = Transaction::single(node("k0"), obj(0)).condition(node("k0"), Index::new(191));
     assert!(log.append_blocking(&k0).is_ok());
 }
+
+#[test]
+fn one_submission_of_many_transactions_gets_one_outcome_each_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small_segments());
+    let txns = vec![
+        put("a", 1),                                                                // 1
+        Transaction::new(),                                                         // bad input
+        Transaction::single(node("b"), obj(2)).condition(node("a"), Index::ZERO),   // conflict
+        Transaction::single(node("b"), obj(3)).condition(node("a"), Index::new(1)), // 2
+        Transaction::new()
+            .write(node("c"), obj(4))
+            .write(node("d"), obj(5)), // 3..=4
+    ];
+    let results = futures::executor::block_on(log.append_many(&txns));
+    assert_eq!(results.len(), 5);
+    assert_eq!(results[0], Ok(Index::new(1)));
+    assert!(matches!(results[1], Err(AppendError::Input(_))));
+    assert!(matches!(results[2], Err(AppendError::Conflict { .. })));
+    assert_eq!(results[3], Ok(Index::new(2)));
+    assert_eq!(results[4], Ok(Index::new(4)));
+    assert_eq!(log.read(Index::FIRST, 100).unwrap().len(), 4);
+}
