@@ -150,6 +150,9 @@ pub struct StoreStats {
     pub syncs: u64,
     /// Why the last background compaction failed, if it did.
     pub compaction_error: Option<String>,
+    /// Bytes of records queued or being written, not yet durable (at most
+    /// `write_buffer_bytes_max`, or one record if a single record is larger).
+    pub write_buffer_bytes: u64,
     /// Per volume, ascending.
     pub volumes: Vec<(u32, VolumeStats)>,
 }
@@ -378,6 +381,7 @@ impl ChunkStore {
             garbage_bytes: records - live_bytes,
             syncs: self.shared.syncs.load(Ordering::Relaxed),
             compaction_error: self.shared.compactor.lock().error.clone(),
+            write_buffer_bytes: self.shared.queue.lock().buffer_bytes,
             volumes,
         }
     }

@@ -1,6 +1,7 @@
 //! With the writer held before its sync, a queued chunk is readable from the write buffer but
-//! not yet listed as durable, and its put has not returned; a failed sync fails the waiting
-//! put and every later write until the store is reopened. (Needs `--features failpoints`.)
+//! not yet listed as durable, and its put has not returned; puts beyond the write buffer's
+//! bound wait outside it; a failed sync fails the waiting put and every later write until the
+//! store is reopened. (Needs `--features failpoints`.)
 
 #![cfg(feature = "failpoints")]
 
@@ -39,7 +40,35 @@ fn buffered_gets_and_sticky_sync_failure() {
     });
     assert!(store.keys().contains(&id));
 
-    // 2. A failed sync is sticky.
+    // 2. The buffer bound: with syncs held, only as many records as fit are buffered; the
+    //    other puts wait outside the buffer, and all finish once syncs resume.
+    fail::cfg("chunk-writer-before-sync", "pause").unwrap();
+    let chunks: Vec<Vec<u8>> = (100..120).map(|s| common::chunk(s, 8000)).collect();
+    let record = 8000 + spindle_chunk::RECORD_HEADER_LEN;
+    let fit = (common::small_opts().write_buffer_bytes_max / record) as usize;
+    assert!(fit < chunks.len());
+    std::thread::scope(|s| {
+        let putters: Vec<_> = chunks
+            .iter()
+            .map(|c| s.spawn(|| store.put(c).unwrap()))
+            .collect();
+        let buffered = || chunks.iter().filter(|c| store.has(&ChunkId::of(c))).count();
+        while buffered() < fit {
+            std::thread::yield_now();
+        }
+        let stats = store.stats();
+        assert_eq!(buffered(), fit, "no more than the bound is buffered");
+        assert!(stats.write_buffer_bytes <= common::small_opts().write_buffer_bytes_max);
+        assert!(putters.iter().all(|p| !p.is_finished()));
+        fail::cfg("chunk-writer-before-sync", "off").unwrap();
+        for p in putters {
+            p.join().unwrap();
+        }
+    });
+    assert!(chunks.iter().all(|c| store.has(&ChunkId::of(c))));
+    assert_eq!(store.stats().write_buffer_bytes, 0);
+
+    // 3. A failed sync is sticky.
     fail::cfg("chunk-writer-sync", "return").unwrap();
     let err = store.put(&common::chunk(3, 3000)).unwrap_err();
     assert!(matches!(err, ChunkError::WriterFailed { .. }), "{err}");
