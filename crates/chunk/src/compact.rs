@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::catalog::Loc;
 use crate::error::{ChunkError, Result};
-use crate::format::{self, RecordKind, RECORD_HEADER_LEN};
+use crate::format::{self, RecordHeader, RecordKind, RECORD_HEADER_LEN};
 use crate::policy;
 use crate::store::{CompactionReport, Shared};
 use crate::volume;
@@ -77,7 +77,12 @@ impl Shared {
                     }
                     // Verify before copying: compaction must not spread rotten bytes.
                     let data: Arc<[u8]> = file.read_chunk(&e.id, e.offset, e.len, true)?.into();
-                    let kind = OpKind::Relocate { from: here, data };
+                    let header = RecordHeader::put(e.id, &data);
+                    let kind = OpKind::Relocate {
+                        from: here,
+                        header,
+                        data,
+                    };
                     last_seq = Some(self.enqueue_when_room(e.id, kind, e.record_len())?);
                     report.chunks_moved += 1;
                     copied_bytes += e.record_len();

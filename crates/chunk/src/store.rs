@@ -14,7 +14,9 @@ use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
 use crate::catalog::{Catalog, VolumeStats};
 use crate::error::{ChunkError, Result};
-use crate::format::{self, HINT_ENTRY_LEN, HINT_HEADER_LEN, HINT_TRAILER_LEN, RECORD_HEADER_LEN};
+use crate::format::{
+    self, RecordHeader, HINT_ENTRY_LEN, HINT_HEADER_LEN, HINT_TRAILER_LEN, RECORD_HEADER_LEN,
+};
 use crate::id::ChunkId;
 use crate::policy::{self, CompactionPolicy};
 use crate::recovery;
@@ -254,6 +256,8 @@ impl ChunkStore {
             return Ok(id);
         }
         let bytes: Arc<[u8]> = Arc::from(data);
+        // The CRC too is computed here, off the single writer thread.
+        let header = RecordHeader::put(id, data);
         let record_bytes = RECORD_HEADER_LEN + len;
         let needed_bytes = record_bytes + HINT_ENTRY_LEN as u64;
         let mut q = self.shared.queue.lock();
@@ -282,6 +286,7 @@ impl ChunkStore {
                 continue;
             }
             let kind = OpKind::Put {
+                header,
                 data: Arc::clone(&bytes),
             };
             let seq = self

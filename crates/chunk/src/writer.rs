@@ -29,11 +29,18 @@ use crate::volume;
 #[derive(Debug)]
 pub(crate) enum OpKind {
     /// Append the chunk unless it is already live.
-    Put { data: Arc<[u8]> },
+    Put {
+        header: RecordHeader,
+        data: Arc<[u8]>,
+    },
     /// Append a tombstone if the chunk is live.
     Delete,
     /// Compaction: copy a live chunk out of a volume being emptied, if it is still there.
-    Relocate { from: Loc, data: Arc<[u8]> },
+    Relocate {
+        from: Loc,
+        header: RecordHeader,
+        data: Arc<[u8]>,
+    },
     /// Compaction: carry a tombstone forward, unless the chunk was put again meanwhile.
     KeepTombstone,
 }
@@ -132,10 +139,8 @@ fn write_loop(shared: &Shared, pipe: &Pipe, active: &mut Active) -> Result<()> {
                 None => shared.catalog.read().index.get(&op.id).copied(),
             };
             let record = match &op.kind {
-                OpKind::Put { data } if live.is_none() => Some(RecordHeader::put(op.id, data)),
-                OpKind::Relocate { from, data } if live == Some(*from) => {
-                    Some(RecordHeader::put(op.id, data))
-                }
+                OpKind::Put { header, .. } if live.is_none() => Some(*header),
+                OpKind::Relocate { from, header, .. } if live == Some(*from) => Some(*header),
                 OpKind::Delete => live.map(|_| RecordHeader::tombstone(op.id)),
                 OpKind::KeepTombstone if live.is_none() => Some(RecordHeader::tombstone(op.id)),
                 OpKind::Put { .. } | OpKind::Relocate { .. } | OpKind::KeepTombstone => None,
@@ -155,7 +160,7 @@ fn write_loop(shared: &Shared, pipe: &Pipe, active: &mut Active) -> Result<()> {
                     cur.sealed = true;
                 }
                 let data: &[u8] = match &op.kind {
-                    OpKind::Put { data } | OpKind::Relocate { data, .. } => data,
+                    OpKind::Put { data, .. } | OpKind::Relocate { data, .. } => data,
                     OpKind::Delete | OpKind::KeepTombstone => &[],
                 };
                 let entry = append(shared, active, header, data)?;
