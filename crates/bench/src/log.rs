@@ -3,7 +3,9 @@
 //!
 //! Workload: `--events` events of `{"Type":"ItemCreated","ItemId":"1324"}`, each its own
 //! one-record transaction on node `users/{j mod 10000}`, with `--concurrency` appends
-//! outstanding. Systems: `spindle` (the file log), `spindle-nosync` (same, no fdatasync),
+//! outstanding. Systems: `spindle` (the file log; the client hands over `--group`
+//! transactions per submission), `spindle-nosync` (same, no fdatasync), `spindle-single`
+//! (one future per append, time-bounded),
 //! `rocksdb-wal-sync` (64 threads, `sync=true` puts), `sqlite-full` (WAL, synchronous=FULL,
 //! one transaction per event), `device` (raw append + fdatasync at Spindle's batch size).
 //! `mb_per_s` counts the event's user bytes (key + JSON value) per second.
@@ -32,11 +34,15 @@ pub struct Args {
     /// Appends outstanding at once.
     #[arg(long, default_value_t = 10_000)]
     pub concurrency: usize,
+    /// Transactions per client submission (`FileLog::append_many`); each is still its own
+    /// transaction with its own commit index. 1 makes every append its own future.
+    #[arg(long, default_value_t = 1000)]
+    pub group: usize,
     /// Time limit for the slow peers (RocksDB, SQLite) and the device probe.
     #[arg(long, default_value_t = 20)]
     pub peer_seconds: u64,
     /// Comma-separated systems to run.
-    #[arg(long, default_value = "spindle,spindle-nosync,rocksdb-wal-sync,sqlite-full,device")]
+    #[arg(long, default_value = "spindle,spindle-nosync,spindle-single,rocksdb-wal-sync,sqlite-full,device")]
     pub systems: String,
     /// Directory for the benchmark's files (a real disk, not tmpfs). Removed afterwards.
     #[arg(long, default_value = "spindle-bench-data")]
@@ -99,11 +105,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         eprintln!("bench log: running {system} ...");
         let row = match *system {
             "spindle" => {
-                let (row, batch) = spindle(args, dir.path(), SyncMode::Data)?;
+                let (row, batch) = spindle(args, dir.path(), SyncMode::Data, args.group, false)?;
                 spindle_batch_bytes = Some(batch);
                 row
             }
-            "spindle-nosync" => spindle(args, dir.path(), SyncMode::Off)?.0,
+            "spindle-nosync" => spindle(args, dir.path(), SyncMode::Off, args.group, false)?.0,
+            "spindle-single" => spindle(args, dir.path(), SyncMode::Data, 1, true)?.0,
             "rocksdb-wal-sync" => rocksdb_peer(args, dir.path())?,
             "sqlite-full" => sqlite_peer(args, dir.path())?,
             "device" => {
@@ -144,36 +151,50 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Spindle's file log driven by one client thread keeping `concurrency` appends in flight.
-fn spindle(args: &Args, dir: &std::path::Path, sync: SyncMode) -> anyhow::Result<(Row, u64)> {
+/// Spindle's file log driven by one client thread keeping `concurrency` transactions in
+/// flight, handed over in submissions of up to `group` independent transactions (each with
+/// its own commit index and outcome). With `group = 1` every append is its own future.
+fn spindle(args: &Args, dir: &std::path::Path, sync: SyncMode, group: usize, bounded: bool) -> anyhow::Result<(Row, u64)> {
     let log = FileLog::open(dir, LogConfig { sync, ..LogConfig::default() })?;
-    let keys: Vec<ItemKey> = (0..NODES).map(|j| ItemKey::node(key_of(j)).expect("valid key")).collect();
     let value = Value::json(EVENT_JSON)?;
+    // Every event on node users/j is the same transaction: build each once and reuse it.
+    let txns: Vec<Transaction> = (0..NODES)
+        .map(|j| Ok(Transaction::single(ItemKey::node(key_of(j))?, value.clone())))
+        .collect::<Result<_, spindle_core::InputError>>()?;
+    let group = group.clamp(1, args.concurrency);
+    let limit = Duration::from_secs(args.peer_seconds);
     let mut h = histogram();
     let mut bytes = 0u64;
     let start = Instant::now();
-    futures::executor::block_on(async {
+    let done = futures::executor::block_on(async {
         let mut inflight = FuturesUnordered::new();
-        let mut next = 0u64;
-        let mut done = 0u64;
-        while done < args.events {
-            while next < args.events && inflight.len() < args.concurrency {
-                let txn = Transaction::single(keys[(next % NODES) as usize].clone(), value.clone());
+        let (mut next, mut done, mut outstanding) = (0u64, 0u64, 0usize);
+        while done < next || next == 0 {
+            let open = !bounded || start.elapsed() < limit;
+            while open && next < args.events && outstanding + group <= args.concurrency.max(group) {
+                let s = (next % NODES) as usize;
+                let n = group.min(NODES as usize - s).min((args.events - next) as usize);
+                let slice = &txns[s..s + n];
                 let log = &log;
-                bytes += user_bytes(next);
                 inflight.push(async move {
                     let t = Instant::now();
-                    let r = log.append(&txn).await;
+                    let r = log.append_many(slice).await;
                     (r, t.elapsed())
                 });
-                next += 1;
+                bytes += (next..next + n as u64).map(user_bytes).sum::<u64>();
+                next += n as u64;
+                outstanding += n;
             }
-            let (r, took) = inflight.next().await.expect("in flight");
-            r?;
-            h.record((took.as_micros() as u64).max(1))?;
-            done += 1;
+            let Some((results, took)) = inflight.next().await else { break };
+            let micros = (took.as_micros() as u64).max(1);
+            for r in &results {
+                r.as_ref().map_err(|e| anyhow::anyhow!("append failed: {e}"))?;
+                h.record(micros)?;
+            }
+            outstanding -= results.len();
+            done += results.len() as u64;
         }
-        anyhow::Ok(())
+        anyhow::Ok(done)
     })?;
     let elapsed = start.elapsed();
     let stats = log.stats();
@@ -181,13 +202,21 @@ fn spindle(args: &Args, dir: &std::path::Path, sync: SyncMode) -> anyhow::Result
     let batches = stats.batches.load(std::sync::atomic::Ordering::Relaxed).max(1);
     let durable_bytes = log_bytes(dir)?;
     log.close();
-    let per_sync = if syncs > 0 { args.events as f64 / syncs as f64 } else { 0.0 };
-    let note = match sync {
-        SyncMode::Data => format!("{syncs} fdatasyncs, {:.0} B per batch", durable_bytes as f64 / batches as f64),
+    let per_sync = if syncs > 0 { done as f64 / syncs as f64 } else { 0.0 };
+    let mut note = match sync {
+        SyncMode::Data => format!("{syncs} fdatasyncs, {:.0} B per sync", durable_bytes as f64 / batches as f64),
         SyncMode::Off => "no fdatasync: not durable".to_owned(),
     };
-    let system = if sync == SyncMode::Data { "spindle" } else { "spindle-nosync" };
-    Ok((row(system, args.events, bytes, elapsed, &h, per_sync, note), durable_bytes / batches))
+    note = format!("submissions of {group}; {note}");
+    if bounded {
+        note = format!("{note}; {}", deadline_note(done, args.events, args.peer_seconds));
+    }
+    let system = match (sync, group) {
+        (SyncMode::Off, _) => "spindle-nosync",
+        (SyncMode::Data, 1) if args.group > 1 => "spindle-single",
+        (SyncMode::Data, _) => "spindle",
+    };
+    Ok((row(system, done, bytes, elapsed, &h, per_sync, note), durable_bytes / batches))
 }
 
 /// Bytes of frames in the log's segments.

@@ -24,7 +24,11 @@ pub fn run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(OpenError::Corrupt { file, offset, reason }) => {
+        Err(OpenError::Corrupt {
+            file,
+            offset,
+            reason,
+        }) => {
             if json {
                 let v = serde_json::json!({ "corrupt": { "file": file, "offset": offset, "reason": reason } });
                 println!("{v}");
@@ -38,9 +42,15 @@ pub fn run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
 
 fn print_report(r: &spindle_log::inspect::InspectReport) {
     println!("log {}", r.dir.display());
-    println!("{:<26} {:>14} {:>14} {:>10} {:>12} {:>12}", "segment", "first", "last", "records", "used B", "file B");
+    println!(
+        "{:<26} {:>14} {:>14} {:>10} {:>12} {:>12}",
+        "segment", "first", "last", "records", "used B", "file B"
+    );
     for s in &r.segments {
-        let name = s.file.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let name = s
+            .file
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         println!(
             "{:<26} {:>14} {:>14} {:>10} {:>12} {:>12}",
             name, s.first_index, s.last_index, s.records, s.used_bytes, s.file_bytes
@@ -51,7 +61,8 @@ fn print_report(r: &spindle_log::inspect::InspectReport) {
         r.first_index,
         r.last_index,
         r.items,
-        r.checkpoint_as_of.map_or(String::new(), |a| format!(" (checkpoint as of {a})"))
+        r.checkpoint_as_of
+            .map_or(String::new(), |a| format!(" (checkpoint as of {a})"))
     );
     match &r.torn_tail {
         Some(t) => println!(

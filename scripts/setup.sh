@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Sourced by the run and test scripts: install the system packages the build needs and pick
+# a target directory outside the checkout, so repeated builds reuse compiled RocksDB.
+set -euo pipefail
+
+need_apt=()
+command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+# RocksDB's bindings are generated with bindgen, which loads libclang.
+dpkg -s libclang-dev >/dev/null 2>&1 || need_apt+=(libclang-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "setup: installing ${need_apt[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/spindle/target}"
+mkdir -p "$CARGO_TARGET_DIR"
