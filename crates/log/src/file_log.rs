@@ -7,7 +7,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -69,6 +69,8 @@ pub(crate) struct Shared {
     pub first: AtomicU64,
     pub segments: RwLock<Vec<Arc<SegmentHandle>>>,
     failure: Mutex<Option<String>>,
+    /// Fast check for `failure` on the hot path.
+    failed: AtomicBool,
     pub stats: LogStats,
 }
 
@@ -86,6 +88,9 @@ impl Shared {
     }
 
     pub fn failure(&self) -> Option<String> {
+        if !self.failed.load(Ordering::Acquire) {
+            return None;
+        }
         self.failure.lock().clone()
     }
 
@@ -96,6 +101,7 @@ impl Shared {
         if f.is_none() {
             *f = Some(cause);
         }
+        self.failed.store(true, Ordering::Release);
     }
 }
 
@@ -231,6 +237,7 @@ impl FileLog {
             first: AtomicU64::new(first.get()),
             segments: RwLock::new(segments),
             failure: Mutex::new(None),
+            failed: AtomicBool::new(false),
             stats: LogStats::default(),
         });
         let writer = Writer::new(shared.clone(), tail, versions);

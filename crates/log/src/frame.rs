@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! offset  size  field
-//! 0       4     payload_len  u32 LE (> 0; 0 marks the end of written data)
-//! 4       4     crc          u32 LE, CRC32C of bytes [0..4] ++ [8..16 + payload_len]
+//! 0       4     crc          u32 LE, CRC32C of bytes [4 .. 16 + payload_len]
+//! 4       4     payload_len  u32 LE (> 0; 0 marks the end of written data)
 //! 8       8     index        u64 LE
 //! 16      n     payload      record payload (spindle_core::record)
 //! ```
@@ -45,32 +45,29 @@ impl std::fmt::Display for FrameFault {
     }
 }
 
-/// CRC32C over the length, the index and the payload.
-pub fn frame_crc(len: [u8; 4], index: [u8; 8], payload: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(&len);
-    let crc = crc32c::crc32c_append(crc, &index);
-    crc32c::crc32c_append(crc, payload)
+/// CRC32C over a frame's length, index and payload (its bytes from offset 4 on), which are
+/// contiguous so one pass covers them.
+pub fn frame_crc(frame_after_crc: &[u8]) -> u32 {
+    crc32c::crc32c(frame_after_crc)
 }
 
 /// Append a frame for `payload` at `index`.
 pub fn encode_frame(index: Index, payload: &[u8], out: &mut Vec<u8>) {
-    let len = u32::try_from(payload.len())
-        .expect("payload fits u32")
-        .to_le_bytes();
-    let idx = index.get().to_le_bytes();
-    out.extend_from_slice(&len);
-    out.extend_from_slice(&frame_crc(len, idx, payload).to_le_bytes());
-    out.extend_from_slice(&idx);
+    let start = out.len();
+    let len = u32::try_from(payload.len()).expect("payload fits u32");
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&index.get().to_le_bytes());
     out.extend_from_slice(payload);
+    let crc = frame_crc(&out[start + 4..]);
+    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Fill in the index and checksum of a frame whose header was reserved with zeros.
 pub fn seal_frame(frame: &mut [u8], index: Index) {
-    let idx = index.get().to_le_bytes();
-    frame[8..16].copy_from_slice(&idx);
-    let len: [u8; 4] = frame[0..4].try_into().expect("4 bytes");
-    let crc = frame_crc(len, idx, &frame[FRAME_HEADER_BYTES..]);
-    frame[4..8].copy_from_slice(&crc.to_le_bytes());
+    frame[8..16].copy_from_slice(&index.get().to_le_bytes());
+    let crc = frame_crc(&frame[4..]);
+    frame[0..4].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// A frame parsed from a buffer.
@@ -93,8 +90,7 @@ pub fn decode_frame(
     payload_max: usize,
 ) -> Result<Frame<'_>, FrameFault> {
     let header = buf.get(..FRAME_HEADER_BYTES).ok_or(FrameFault::Short)?;
-    let len_bytes: [u8; 4] = header[0..4].try_into().expect("4 bytes");
-    let len = u32::from_le_bytes(len_bytes);
+    let len = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
     if len == 0 {
         return Err(FrameFault::Zero);
     }
@@ -104,12 +100,13 @@ pub fn decode_frame(
     let payload = buf
         .get(FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + len as usize)
         .ok_or(FrameFault::Short)?;
-    let crc = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
-    let idx_bytes: [u8; 8] = header[8..16].try_into().expect("8 bytes");
-    if frame_crc(len_bytes, idx_bytes, payload) != crc {
+    let crc = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
+    if frame_crc(&buf[4..FRAME_HEADER_BYTES + len as usize]) != crc {
         return Err(FrameFault::Checksum);
     }
-    let index = Index::new(u64::from_le_bytes(idx_bytes));
+    let index = Index::new(u64::from_le_bytes(
+        header[8..16].try_into().expect("8 bytes"),
+    ));
     if index != expected {
         return Err(FrameFault::WrongIndex {
             expected,
@@ -160,7 +157,7 @@ mod tests {
         let mut direct = Vec::new();
         encode_frame(Index::new(42), b"payload", &mut direct);
         let mut reserved = vec![0u8; FRAME_HEADER_BYTES];
-        reserved[0..4].copy_from_slice(&7u32.to_le_bytes());
+        reserved[4..8].copy_from_slice(&7u32.to_le_bytes());
         reserved.extend_from_slice(b"payload");
         seal_frame(&mut reserved, Index::new(42));
         assert_eq!(direct, reserved);

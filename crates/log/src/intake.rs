@@ -82,7 +82,7 @@ impl Prepared {
             self.frames.extend_from_slice(&[0u8; FRAME_HEADER_BYTES]);
             let key = encode_payload(i == last, &w.key, &w.value, &mut self.frames);
             let len = (self.frames.len() - frame_start - FRAME_HEADER_BYTES) as u32;
-            self.frames[frame_start..frame_start + 4].copy_from_slice(&len.to_le_bytes());
+            self.frames[frame_start + 4..frame_start + 8].copy_from_slice(&len.to_le_bytes());
             self.records.push(RecordSpan {
                 frame_start: frame_start as u32,
                 frame_end: self.frames.len() as u32,

@@ -123,7 +123,7 @@ fn read_segment(
 }
 
 fn frame_len(buf: &[u8]) -> Option<usize> {
-    let len = u32::from_le_bytes(buf.get(0..4)?.try_into().ok()?) as usize;
+    let len = u32::from_le_bytes(buf.get(4..8)?.try_into().ok()?) as usize;
     Some(FRAME_HEADER_BYTES + len)
 }
 
