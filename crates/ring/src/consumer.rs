@@ -83,7 +83,11 @@ impl<T> Consumer<T> {
             if shared.closed.load(Ordering::Acquire) {
                 // The close was stored after the last publish: re-read the cursor.
                 let cursor = shared.cursor.load(Ordering::Acquire);
-                return Some(if cursor > next { Ok(cursor) } else { Err(Closed) });
+                return Some(if cursor > next {
+                    Ok(cursor)
+                } else {
+                    Err(Closed)
+                });
             }
             None
         })?;
@@ -149,7 +153,11 @@ impl<T> Batch<'_, T> {
 
     /// Runs `f` on the `i`-th event of the batch.
     pub fn with_event<R>(&self, i: usize, f: impl FnOnce(&T) -> R) -> R {
-        assert!(i < self.len(), "event {i} outside a batch of {}", self.len());
+        assert!(
+            i < self.len(),
+            "event {i} outside a batch of {}",
+            self.len()
+        );
         let cell = self.consumer.shared.slot(self.start + i as u64);
         // SAFETY: the event is published (below the cursor, acquired in `wait_batch`) and
         // the producer cannot rewrite its slot until this consumer's sequence passes it,
@@ -231,7 +239,9 @@ mod tests {
         let mut consumer = ring.join_at("c", 0).unwrap();
         consumer.set_batch_events_max(3);
         producer.claim(7).publish();
-        let lens: Vec<_> = (0..3).map(|_| consumer.wait_batch().unwrap().len()).collect();
+        let lens: Vec<_> = (0..3)
+            .map(|_| consumer.wait_batch().unwrap().len())
+            .collect();
         assert_eq!(lens, vec![3, 3, 1]);
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::registry::GateCache;
 use crate::ring::Shared;
-use crate::sync::{Arc, Ordering};
+use crate::sync::{fence, Arc, Ordering};
 
 /// The ring is full: the slowest consumer has not released the slots a claim needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +105,10 @@ impl<T> Producer<T> {
         );
         let end = self.next + n;
         if end > self.announced {
-            self.shared.claimed.store(end, Ordering::SeqCst);
+            self.shared.claimed.store(end, Ordering::Relaxed);
+            // Orders the store before the gate version load in `free_for` (store-load:
+            // only a SeqCst fence does that); pairs with the fence in `Ring::join_at`.
+            fence(Ordering::SeqCst);
             self.announced = end;
         }
         end
@@ -240,7 +243,10 @@ mod tests {
         b.copy_from_slice(&[4, 5]);
         claim.publish();
         let batch = consumer.try_batch().unwrap();
-        assert_eq!(batch.iter().collect::<Vec<_>>(), vec![(3, &3), (4, &4), (5, &5)]);
+        assert_eq!(
+            batch.iter().collect::<Vec<_>>(),
+            vec![(3, &3), (4, &4), (5, &5)]
+        );
     }
 
     #[test]

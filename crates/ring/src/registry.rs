@@ -47,7 +47,10 @@ impl Registry {
     pub(crate) fn gates(&self) -> (u64, Vec<SeqCell>) {
         let members = lock(&self.members);
         let version = self.version.load(Ordering::SeqCst);
-        (version, members.iter().map(|m| m.sequence.clone()).collect())
+        (
+            version,
+            members.iter().map(|m| m.sequence.clone()).collect(),
+        )
     }
 
     /// `(name, sequence)` of every member, for metrics.

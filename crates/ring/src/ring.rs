@@ -9,7 +9,7 @@
 use crate::consumer::Consumer;
 use crate::producer::Producer;
 use crate::registry::Registry;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering, Padded, UnsafeCell};
+use crate::sync::{fence, Arc, AtomicBool, AtomicU64, Ordering, Padded, UnsafeCell};
 use crate::wait::{Notifier, WaitStrategy};
 
 /// Errors from building a ring.
@@ -57,7 +57,7 @@ pub(crate) struct Shared<T> {
     pub(crate) name: String,
     /// Number of events published (release-stored after the slots are written).
     pub(crate) cursor: Padded<AtomicU64>,
-    /// Highest claim end the producer has announced (SeqCst; see `Ring::join_at`).
+    /// Highest claim end the producer has announced (fenced; see `Ring::join_at`).
     pub(crate) claimed: Padded<AtomicU64>,
     pub(crate) closed: AtomicBool,
     pub(crate) capacity: u64,
@@ -137,7 +137,9 @@ impl RingBuilder {
         if !capacity_slots.is_power_of_two() {
             return Err(RingError::CapacityNotPowerOfTwo { capacity_slots });
         }
-        let slots = (0..capacity_slots).map(|_| UnsafeCell::new(init())).collect();
+        let slots = (0..capacity_slots)
+            .map(|_| UnsafeCell::new(init()))
+            .collect();
         let shared = Arc::new(Shared {
             name: self.name,
             cursor: Padded(AtomicU64::new(0)),
@@ -180,10 +182,10 @@ impl<T: Send + Sync> Ring<T> {
     /// it gates the producer.
     ///
     /// Fails if `position`'s slot may already have been claimed for a later event. The
-    /// check is race-free because both sides use SeqCst: the joiner registers (version
-    /// bump) and then reads `claimed`; the producer stores `claimed` and then reads the
-    /// version. Either the producer sees the joiner and gates on it, or the joiner sees
-    /// the claim and refuses a position it covers.
+    /// check is race-free because of two SeqCst fences: the joiner registers (version
+    /// bump), fences, then reads `claimed`; the producer stores `claimed`, fences, then
+    /// reads the version. Either the producer sees the joiner and gates on it, or the
+    /// joiner sees the claim and refuses a position it covers.
     pub fn join_at(&self, name: &str, position: u64) -> Result<Consumer<T>, Overwritten> {
         let shared = &self.shared;
         // Refuse a position that is already too old without registering it: a brief
@@ -196,6 +198,9 @@ impl<T: Send + Sync> Ring<T> {
             });
         }
         let (id, sequence) = shared.registry.add(name, position);
+        // Orders the registration before the `claimed` load; pairs with the producer's
+        // fence between storing `claimed` and loading the gate version.
+        fence(Ordering::SeqCst);
         let claimed = shared.claimed.load(Ordering::SeqCst);
         let oldest = claimed.saturating_sub(shared.capacity);
         if position < oldest {
@@ -310,7 +315,12 @@ mod tests {
     fn capacity_must_be_power_of_two() {
         for bad in [0, 3, 6, 100] {
             let err = RingBuilder::new(bad).build::<u64>().unwrap_err();
-            assert_eq!(err, RingError::CapacityNotPowerOfTwo { capacity_slots: bad });
+            assert_eq!(
+                err,
+                RingError::CapacityNotPowerOfTwo {
+                    capacity_slots: bad
+                }
+            );
         }
         assert!(RingBuilder::new(1).build::<u64>().is_ok());
         assert!(RingBuilder::new(64).build::<u64>().is_ok());
@@ -325,7 +335,11 @@ mod tests {
         drop(a.try_batch().unwrap());
         let snap = ring.snapshot();
         assert_eq!(snap.cursor, 5);
-        let depths: Vec<_> = snap.consumers.iter().map(|c| (c.name.as_str(), c.depth)).collect();
+        let depths: Vec<_> = snap
+            .consumers
+            .iter()
+            .map(|c| (c.name.as_str(), c.depth))
+            .collect();
         assert_eq!(depths, vec![("a", 0), ("b", 5)]);
         let text = snap.to_prometheus();
         assert!(text.contains("spindle_ring_consumer_depth{ring=\"r\",consumer=\"b\"} 5"));

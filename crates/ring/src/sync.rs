@@ -14,7 +14,9 @@ pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 /// Locks a mutex, ignoring poisoning: every lock in this crate guards plain bookkeeping
 /// that stays consistent even if a holder panicked.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// One step of a busy wait.

@@ -2,6 +2,7 @@
 //! read, the ring behaves exactly like a simple model: each consumer sees every event from
 //! its join position once and in order, `Full` comes exactly when the slowest consumer
 //! holds the slots, and joins are refused exactly at overwritten positions.
+#![cfg(not(loom))]
 
 use proptest::prelude::*;
 use spindle_ring::{Consumer, Overwritten, Producer, RingBuilder};

@@ -1,6 +1,7 @@
 //! With real threads, consumers that join at random positions while the producer runs and
 //! leave after a random number of events each see every event from their position once,
 //! in order, with the value the producer wrote (nothing lost, duplicated or reordered).
+#![cfg(not(loom))]
 
 use std::thread;
 
@@ -60,9 +61,12 @@ fn run(cap_log2: u32, wait: WaitStrategy, claims: Vec<u64>, riders: Vec<Rider>) 
                 consumer.set_batch_events_max(r.batch_max);
                 let mut next = consumer.position();
                 while r.stay == 0 || next - consumer.position() < r.stay {
-                    let Ok(batch) = consumer.wait_batch() else { break };
+                    let Ok(batch) = consumer.wait_batch() else {
+                        break;
+                    };
                     assert_eq!(batch.start(), next, "gap or duplicate");
-                    batch.for_each(|seq, v, _| assert_eq!(*v, value(seq), "slot {seq} overwritten"));
+                    batch
+                        .for_each(|seq, v, _| assert_eq!(*v, value(seq), "slot {seq} overwritten"));
                     next = batch.end();
                     drop(batch);
                     if r.stay != 0 && next >= consumer.position() + r.stay {

@@ -102,7 +102,10 @@ impl Graph {
 
     /// Every ring's positions in Prometheus text format.
     pub fn to_prometheus(&self) -> String {
-        self.snapshot().iter().map(RingSnapshot::to_prometheus).collect()
+        self.snapshot()
+            .iter()
+            .map(RingSnapshot::to_prometheus)
+            .collect()
     }
 
     /// A Graphviz drawing: one node per stage, one edge per (ring, consumer), labelled with
@@ -157,14 +160,18 @@ impl<T: Clone + Send + Sync> Reader<T> {
             let buffered = &mut self.buffered;
             batch.for_each(|_, value, _| buffered.push_back(present(value).clone()));
         }
-        Ok(self.buffered.pop_front().expect("a batch holds at least one event"))
+        Ok(self
+            .buffered
+            .pop_front()
+            .expect("a batch holds at least one event"))
     }
 }
 
 /// Every published slot of a pipeline ring holds a value; `None` only before the first
 /// write.
 pub(crate) fn present<T>(slot: &Option<T>) -> &T {
-    slot.as_ref().expect("published pipeline slots hold a value")
+    slot.as_ref()
+        .expect("published pipeline slots hold a value")
 }
 
 /// Publishes `values` in claims of at most the ring's capacity.

@@ -154,7 +154,9 @@ impl<I: Value, O: Value> Pipe<I, O> {
         });
         let mut outputs = Vec::new();
         while deployment.next_batch_into(&mut outputs).is_ok() {}
-        let fed = feeder.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        let fed = feeder
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
         deployment.graph.join();
         assert_eq!(fed, outputs.len(), "every input yields one output");
         outputs

@@ -128,7 +128,11 @@ impl<A: Value, B: Value> Node<A, B> for Shard<A, B> {
                 drop(batch);
                 let merged = owners
                     .into_iter()
-                    .map(|owner| workers[owner].next().expect("worker outputs every event it owns"))
+                    .map(|owner| {
+                        workers[owner]
+                            .next()
+                            .expect("worker outputs every event it owns")
+                    })
                     .collect();
                 publish_all(&mut producer, merged);
             }
@@ -146,14 +150,24 @@ pub(crate) struct FanOut<A, B> {
 
 impl<A: Value, B: Value> Node<A, Vec<B>> for FanOut<A, B> {
     fn model(&self, input: A) -> Vec<B> {
-        self.branches.iter().map(|b| b.model(input.clone())).collect()
+        self.branches
+            .iter()
+            .map(|b| b.model(input.clone()))
+            .collect()
     }
 
     fn deploy(&self, input: Stream<A>, graph: &mut Graph) -> Stream<Vec<B>> {
         let outputs: Vec<_> = self
             .branches
             .iter()
-            .map(|b| b.deploy(Stream { ring: input.ring.clone() }, graph))
+            .map(|b| {
+                b.deploy(
+                    Stream {
+                        ring: input.ring.clone(),
+                    },
+                    graph,
+                )
+            })
             .collect();
         let zip = graph.stage(&format!("{}/zip", self.name));
         let mut readers: Vec<_> = outputs.iter().map(|s| Reader::new(s.join(&zip))).collect();
