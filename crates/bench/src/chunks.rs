@@ -10,6 +10,10 @@
 //! - `device`: the limits: appends with one fdatasync per group of the size Spindle reached,
 //!   and random `O_DIRECT` reads of a file of the same size.
 //!
+//! The run is phase by phase (`put`, `get-cold`, `get-warm`, `keys`, `open`), each phase for
+//! every system in turn, so that the systems meet the machine's noise at about the same time.
+//! All systems' files exist at once (about 4 × chunks × size bytes on disk).
+//!
 //! Every system but `device` checks BLAKE3 of what it reads (unless `--verify false`), so no
 //! system wins by skipping the work a content-addressed store must do. Files go under `--dir`
 //! (default: the current directory), which should be on the disk being measured, not tmpfs.
@@ -98,33 +102,71 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .tempdir_in(&args.dir)?;
     let data = ChunkData::new(args.size);
     let order = shuffled(args.chunks, 0x5eed);
-    let mut rows = Vec::new();
-    let mut group = args.device_group;
-    for system in SYSTEMS
+    let mut systems: Vec<Box<dyn System>> = Vec::new();
+    for name in SYSTEMS
         .iter()
         .filter(|s| args.systems.iter().any(|a| a == *s))
     {
-        let dir = tmp.path().join(system);
+        let dir = tmp.path().join(name);
         fs::create_dir_all(&dir)?;
-        eprintln!("measuring {system} in {}", dir.display());
-        match *system {
-            "spindle" => {
-                let (r, g) = bench_spindle(args, &dir, &data, &order)?;
-                group = g;
-                rows.extend(r);
-            }
-            "file-per-chunk" => rows.extend(bench_files(args, &dir, &data, &order)?),
-            "sqlite-blob" => rows.extend(bench_sqlite(args, &dir, &data, &order)?),
-            "device" => rows.extend(bench_device(args, &dir, &data, &order, group)?),
+        systems.push(match *name {
+            "spindle" => Box::new(Spindle {
+                dir,
+                store: None,
+                ids: Vec::new(),
+            }),
+            "file-per-chunk" => Box::new(Files {
+                dir,
+                ids: Vec::new(),
+            }),
+            "sqlite-blob" => Box::new(Sqlite::create(&dir, args.writers)?),
+            "device" => Box::new(Device {
+                path: dir.join("device.data"),
+            }),
             _ => unreachable!("checked above"),
-        }
-        fs::remove_dir_all(&dir)?;
+        });
     }
+    // Phase by phase, every system in turn, so that the systems meet the machine's noise
+    // (other jobs, the disk's own moods) at about the same time.
+    let mut rows = Vec::new();
+    let mut group = args.device_group;
+    for phase in PHASES {
+        for system in &mut systems {
+            eprintln!("{} {phase}", system.name());
+            if let Some(row) = system.run(phase, args, &data, &order, group)? {
+                rows.push(row);
+            }
+            if let Some(g) = system.group() {
+                group = g;
+            }
+        }
+    }
+    drop(systems);
     if args.json {
         print_json(&rows)
     } else {
         print_markdown(&rows, group);
         Ok(())
+    }
+}
+
+const PHASES: [&str; 5] = ["put", "get-cold", "get-warm", "keys", "open"];
+
+/// One system under measurement, driven one phase at a time.
+trait System {
+    fn name(&self) -> &'static str;
+    /// Run one phase; `None` if the phase means nothing for this system.
+    fn run(
+        &mut self,
+        phase: &'static str,
+        args: &Args,
+        data: &ChunkData,
+        order: &[usize],
+        group: usize,
+    ) -> anyhow::Result<Option<Row>>;
+    /// Puts per sync this system reached, once it has put.
+    fn group(&self) -> Option<usize> {
+        None
     }
 }
 
@@ -279,58 +321,85 @@ where
     Ok((secs, h, ids.into_inner().expect("ids lock")))
 }
 
-fn bench_spindle(
-    args: &Args,
-    dir: &Path,
-    data: &ChunkData,
-    order: &[usize],
-) -> anyhow::Result<(Vec<Row>, usize)> {
-    let name = "spindle";
-    let (n, size) = (args.chunks, args.size);
-    let store = ChunkStore::open(dir, Options::default())?;
-    let (secs, h, ids) = put_all(args, data, |_, buf| Ok(store.put(buf)?))?;
-    let syncs = store.stats().syncs.max(1);
-    let group = (n as f64 / syncs as f64).round().max(1.0) as usize;
-    eprintln!("spindle: {n} puts in {syncs} syncs, {group} puts per sync on average");
-    let mut rows = vec![row(name, "put", n, size, secs, &h)];
-    store.drop_page_cache()?;
-    for phase in ["get-cold", "get-warm"] {
-        let (secs, h) = parallel(args.writers, order, |_, i| {
-            let got = store
-                .get_with(&ids[i], args.verify)?
-                .context("chunk missing")?;
-            check(args.verify, &ids[i], &got, size)
-        })?;
-        rows.push(row(name, phase, n, size, secs, &h));
+struct Spindle {
+    dir: PathBuf,
+    store: Option<ChunkStore>,
+    ids: Vec<ChunkId>,
+}
+
+impl System for Spindle {
+    fn name(&self) -> &'static str {
+        "spindle"
     }
-    let t0 = Instant::now();
-    let keys = store.keys();
-    rows.push(once_row(
-        name,
-        "keys",
-        keys.len(),
-        t0.elapsed().as_secs_f64(),
-    ));
-    ensure!(
-        keys.len() == n,
-        "spindle lists {} keys, expected {n}",
-        keys.len()
-    );
-    store.close()?;
-    let t0 = Instant::now();
-    let store = ChunkStore::open(dir, Options::default())?;
-    rows.push(once_row(
-        name,
-        "open",
-        store.len(),
-        t0.elapsed().as_secs_f64(),
-    ));
-    ensure!(
-        store.len() == n,
-        "reopened spindle holds {} chunks",
-        store.len()
-    );
-    Ok((rows, group))
+
+    fn run(
+        &mut self,
+        phase: &'static str,
+        args: &Args,
+        data: &ChunkData,
+        order: &[usize],
+        _group: usize,
+    ) -> anyhow::Result<Option<Row>> {
+        let name = self.name();
+        let (n, size) = (args.chunks, args.size);
+        if self.store.is_none() {
+            self.store = Some(ChunkStore::open(&self.dir, Options::default())?);
+        }
+        let store = self.store.as_ref().expect("opened above");
+        Ok(Some(match phase {
+            "put" => {
+                let (secs, h, ids) = put_all(args, data, |_, buf| Ok(store.put(buf)?))?;
+                self.ids = ids;
+                let syncs = store.stats().syncs;
+                eprintln!("spindle: {n} puts in {syncs} syncs");
+                row(name, phase, n, size, secs, &h)
+            }
+            "get-cold" | "get-warm" => {
+                if phase == "get-cold" {
+                    store.drop_page_cache()?;
+                }
+                let ids = &self.ids;
+                let (secs, h) = parallel(args.writers, order, |_, i| {
+                    let got = store
+                        .get_with(&ids[i], args.verify)?
+                        .context("chunk missing")?;
+                    check(args.verify, &ids[i], &got, size)
+                })?;
+                row(name, phase, n, size, secs, &h)
+            }
+            "keys" => {
+                let t0 = Instant::now();
+                let keys = store.keys();
+                let secs = t0.elapsed().as_secs_f64();
+                ensure!(
+                    keys.len() == n,
+                    "spindle lists {} keys, expected {n}",
+                    keys.len()
+                );
+                once_row(name, phase, keys.len(), secs)
+            }
+            "open" => {
+                self.store.take().expect("open").close()?;
+                let t0 = Instant::now();
+                let store = ChunkStore::open(&self.dir, Options::default())?;
+                let secs = t0.elapsed().as_secs_f64();
+                ensure!(
+                    store.len() == n,
+                    "reopened spindle holds {} chunks",
+                    store.len()
+                );
+                self.store = Some(store);
+                once_row(name, phase, n, secs)
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    fn group(&self) -> Option<usize> {
+        let syncs = self.store.as_ref()?.stats().syncs;
+        (!self.ids.is_empty() && syncs > 0)
+            .then(|| ((self.ids.len() as f64 / syncs as f64).round() as usize).max(1))
+    }
 }
 
 fn file_path(root: &Path, id: &ChunkId) -> PathBuf {
@@ -344,57 +413,75 @@ fn drop_file_cache(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn bench_files(
-    args: &Args,
-    dir: &Path,
-    data: &ChunkData,
-    order: &[usize],
-) -> anyhow::Result<Vec<Row>> {
-    let name = "file-per-chunk";
-    let (n, size) = (args.chunks, args.size);
-    for b in 0..256 {
-        fs::create_dir_all(dir.join(format!("{b:02x}")))?;
+struct Files {
+    dir: PathBuf,
+    ids: Vec<ChunkId>,
+}
+
+impl System for Files {
+    fn name(&self) -> &'static str {
+        "file-per-chunk"
     }
-    let (secs, h, ids) = put_all(args, data, |_, buf| {
-        let id = ChunkId::of(buf);
-        let path = file_path(dir, &id);
-        let mut f = File::create(&path)?;
-        f.write_all(buf)?;
-        f.sync_data()?;
-        Ok(id)
-    })?;
-    let mut rows = vec![row(name, "put", n, size, secs, &h)];
-    for id in &ids {
-        drop_file_cache(&file_path(dir, id))?;
-    }
-    for phase in ["get-cold", "get-warm"] {
-        let (secs, h) = parallel(args.writers, order, |_, i| {
-            let got = fs::read(file_path(dir, &ids[i]))?;
-            check(args.verify, &ids[i], &got, size)
-        })?;
-        rows.push(row(name, phase, n, size, secs, &h));
-    }
-    let t0 = Instant::now();
-    let mut keys = Vec::with_capacity(n);
-    for sub in fs::read_dir(dir)? {
-        for entry in fs::read_dir(sub?.path())? {
-            if let Ok(id) = entry?.file_name().to_string_lossy().parse::<ChunkId>() {
-                keys.push(id);
+
+    fn run(
+        &mut self,
+        phase: &'static str,
+        args: &Args,
+        data: &ChunkData,
+        order: &[usize],
+        _group: usize,
+    ) -> anyhow::Result<Option<Row>> {
+        let (name, dir) = (self.name(), &self.dir);
+        let (n, size) = (args.chunks, args.size);
+        Ok(Some(match phase {
+            "put" => {
+                for b in 0..256 {
+                    fs::create_dir_all(dir.join(format!("{b:02x}")))?;
+                }
+                let (secs, h, ids) = put_all(args, data, |_, buf| {
+                    let id = ChunkId::of(buf);
+                    let mut f = File::create(file_path(dir, &id))?;
+                    f.write_all(buf)?;
+                    f.sync_data()?;
+                    Ok(id)
+                })?;
+                self.ids = ids;
+                row(name, phase, n, size, secs, &h)
             }
-        }
+            "get-cold" | "get-warm" => {
+                if phase == "get-cold" {
+                    for id in &self.ids {
+                        drop_file_cache(&file_path(dir, id))?;
+                    }
+                }
+                let ids = &self.ids;
+                let (secs, h) = parallel(args.writers, order, |_, i| {
+                    let got = fs::read(file_path(dir, &ids[i]))?;
+                    check(args.verify, &ids[i], &got, size)
+                })?;
+                row(name, phase, n, size, secs, &h)
+            }
+            "keys" => {
+                let t0 = Instant::now();
+                let mut keys = Vec::with_capacity(n);
+                for sub in fs::read_dir(dir)? {
+                    for entry in fs::read_dir(sub?.path())? {
+                        if let Ok(id) = entry?.file_name().to_string_lossy().parse::<ChunkId>() {
+                            keys.push(id);
+                        }
+                    }
+                }
+                let secs = t0.elapsed().as_secs_f64();
+                ensure!(
+                    keys.len() == n,
+                    "file-per-chunk lists {} keys, expected {n}",
+                    keys.len()
+                );
+                once_row(name, phase, keys.len(), secs)
+            }
+            _ => return Ok(None),
+        }))
     }
-    rows.push(once_row(
-        name,
-        "keys",
-        keys.len(),
-        t0.elapsed().as_secs_f64(),
-    ));
-    ensure!(
-        keys.len() == n,
-        "file-per-chunk lists {} keys, expected {n}",
-        keys.len()
-    );
-    Ok(rows)
 }
 
 fn sqlite_open(path: &Path) -> anyhow::Result<rusqlite::Connection> {
@@ -405,79 +492,106 @@ fn sqlite_open(path: &Path) -> anyhow::Result<rusqlite::Connection> {
     Ok(c)
 }
 
-fn bench_sqlite(
-    args: &Args,
-    dir: &Path,
-    data: &ChunkData,
-    order: &[usize],
-) -> anyhow::Result<Vec<Row>> {
-    let name = "sqlite-blob";
-    let (n, size) = (args.chunks, args.size);
-    let path = dir.join("chunks.db");
-    sqlite_open(&path)?.execute(
-        "CREATE TABLE chunks (id BLOB PRIMARY KEY, data BLOB NOT NULL)",
-        [],
-    )?;
-    let conns = (0..args.writers)
-        .map(|_| sqlite_open(&path).map(Mutex::new))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let (secs, h, ids) = put_all(args, data, |t, buf| {
-        let id = ChunkId::of(buf);
-        let c = conns[t].lock().expect("connection lock");
-        c.execute(
-            "INSERT OR IGNORE INTO chunks (id, data) VALUES (?1, ?2)",
-            rusqlite::params![&id.as_bytes()[..], buf],
+struct Sqlite {
+    path: PathBuf,
+    conns: Vec<Mutex<rusqlite::Connection>>,
+    ids: Vec<ChunkId>,
+}
+
+impl Sqlite {
+    fn create(dir: &Path, writers: usize) -> anyhow::Result<Self> {
+        let path = dir.join("chunks.db");
+        sqlite_open(&path)?.execute(
+            "CREATE TABLE chunks (id BLOB PRIMARY KEY, data BLOB NOT NULL)",
+            [],
         )?;
-        Ok(id)
-    })?;
-    let mut rows = vec![row(name, "put", n, size, secs, &h)];
-    for suffix in ["", "-wal"] {
-        let p = PathBuf::from(format!("{}{suffix}", path.display()));
-        if p.exists() {
-            drop_file_cache(&p)?;
-        }
+        let conns = (0..writers)
+            .map(|_| sqlite_open(&path).map(Mutex::new))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Self {
+            path,
+            conns,
+            ids: Vec::new(),
+        })
     }
-    for phase in ["get-cold", "get-warm"] {
-        let (secs, h) = parallel(args.writers, order, |t, i| {
-            let c = conns[t].lock().expect("connection lock");
-            let got: Vec<u8> = c.query_row(
-                "SELECT data FROM chunks WHERE id = ?1",
-                [&ids[i].as_bytes()[..]],
-                |r| r.get(0),
-            )?;
-            check(args.verify, &ids[i], &got, size)
-        })?;
-        rows.push(row(name, phase, n, size, secs, &h));
+}
+
+impl System for Sqlite {
+    fn name(&self) -> &'static str {
+        "sqlite-blob"
     }
-    let t0 = Instant::now();
-    let keys: Vec<Vec<u8>> = {
-        let c = conns[0].lock().expect("connection lock");
-        let mut stmt = c.prepare("SELECT id FROM chunks")?;
-        let rows = stmt.query_map([], |r| r.get(0))?;
-        rows.collect::<Result<_, _>>()?
-    };
-    rows.push(once_row(
-        name,
-        "keys",
-        keys.len(),
-        t0.elapsed().as_secs_f64(),
-    ));
-    ensure!(
-        keys.len() == n,
-        "sqlite lists {} keys, expected {n}",
-        keys.len()
-    );
-    drop(conns);
-    let t0 = Instant::now();
-    let c = sqlite_open(&path)?;
-    let count: i64 = c.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
-    rows.push(once_row(
-        name,
-        "open",
-        count as usize,
-        t0.elapsed().as_secs_f64(),
-    ));
-    Ok(rows)
+
+    fn run(
+        &mut self,
+        phase: &'static str,
+        args: &Args,
+        data: &ChunkData,
+        order: &[usize],
+        _group: usize,
+    ) -> anyhow::Result<Option<Row>> {
+        let name = self.name();
+        let (n, size) = (args.chunks, args.size);
+        let conns = &self.conns;
+        Ok(Some(match phase {
+            "put" => {
+                let (secs, h, ids) = put_all(args, data, |t, buf| {
+                    let id = ChunkId::of(buf);
+                    let c = conns[t].lock().expect("connection lock");
+                    c.execute(
+                        "INSERT OR IGNORE INTO chunks (id, data) VALUES (?1, ?2)",
+                        rusqlite::params![&id.as_bytes()[..], buf],
+                    )?;
+                    Ok(id)
+                })?;
+                self.ids = ids;
+                row(name, phase, n, size, secs, &h)
+            }
+            "get-cold" | "get-warm" => {
+                if phase == "get-cold" {
+                    for suffix in ["", "-wal"] {
+                        let p = PathBuf::from(format!("{}{suffix}", self.path.display()));
+                        if p.exists() {
+                            drop_file_cache(&p)?;
+                        }
+                    }
+                }
+                let ids = &self.ids;
+                let (secs, h) = parallel(args.writers, order, |t, i| {
+                    let c = conns[t].lock().expect("connection lock");
+                    let got: Vec<u8> = c.query_row(
+                        "SELECT data FROM chunks WHERE id = ?1",
+                        [&ids[i].as_bytes()[..]],
+                        |r| r.get(0),
+                    )?;
+                    check(args.verify, &ids[i], &got, size)
+                })?;
+                row(name, phase, n, size, secs, &h)
+            }
+            "keys" => {
+                let t0 = Instant::now();
+                let keys: Vec<Vec<u8>> = {
+                    let c = conns[0].lock().expect("connection lock");
+                    let mut stmt = c.prepare("SELECT id FROM chunks")?;
+                    let rows = stmt.query_map([], |r| r.get(0))?;
+                    rows.collect::<Result<_, _>>()?
+                };
+                let secs = t0.elapsed().as_secs_f64();
+                ensure!(
+                    keys.len() == n,
+                    "sqlite lists {} keys, expected {n}",
+                    keys.len()
+                );
+                once_row(name, phase, keys.len(), secs)
+            }
+            "open" => {
+                let t0 = Instant::now();
+                let c = sqlite_open(&self.path)?;
+                let count: i64 = c.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
+                once_row(name, phase, count as usize, t0.elapsed().as_secs_f64())
+            }
+            _ => return Ok(None),
+        }))
+    }
 }
 
 /// Bytes between chunk starts in the device file: the chunk size rounded up to 4 KiB, so
@@ -486,48 +600,83 @@ fn device_stride(size: usize) -> usize {
     size.div_ceil(4096) * 4096
 }
 
-fn bench_device(
-    args: &Args,
-    dir: &Path,
+struct Device {
+    path: PathBuf,
+}
+
+impl System for Device {
+    fn name(&self) -> &'static str {
+        "device"
+    }
+
+    fn run(
+        &mut self,
+        phase: &'static str,
+        args: &Args,
+        data: &ChunkData,
+        order: &[usize],
+        group: usize,
+    ) -> anyhow::Result<Option<Row>> {
+        let (n, size) = (args.chunks, args.size);
+        match phase {
+            "put" => device_put(&self.path, n, size, data, group).map(Some),
+            "get-cold" => device_get(&self.path, args.writers, order, size).map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// Appends with one fdatasync per `group` chunks, from one thread.
+fn device_put(
+    path: &Path,
+    n: usize,
+    size: usize,
     data: &ChunkData,
-    order: &[usize],
     group: usize,
-) -> anyhow::Result<Vec<Row>> {
-    let name = "device";
-    let (n, size) = (args.chunks, args.size);
+) -> anyhow::Result<Row> {
     let stride = device_stride(size);
-    let path = dir.join("device.data");
-    let mut f = File::create(&path)?;
+    let group = group.max(1);
+    let mut f = File::create(path)?;
     let mut h = Histogram::<u64>::new(3)?;
     let mut buf = Vec::with_capacity(stride);
     let start = Instant::now();
-    for first in (0..n).step_by(group.max(1)) {
+    for first in (0..n).step_by(group) {
         let t0 = Instant::now();
-        let last = (first + group.max(1)).min(n);
+        let last = (first + group).min(n);
         for i in first..last {
             data.fill(i, &mut buf);
             buf.resize(stride, 0);
             f.write_all(&buf)?;
         }
         f.sync_data()?;
-        let us = t0.elapsed().as_micros() as u64;
-        h.record_n(us, (last - first) as u64)?;
+        h.record_n(t0.elapsed().as_micros() as u64, (last - first) as u64)?;
     }
-    let secs = start.elapsed().as_secs_f64();
-    drop(f);
-    let mut rows = vec![row(name, "put", n, size, secs, &h)];
-    let f = OpenOptions::new()
+    Ok(row(
+        "device",
+        "put",
+        n,
+        size,
+        start.elapsed().as_secs_f64(),
+        &h,
+    ))
+}
+
+/// Random `O_DIRECT` reads of whole chunks.
+fn device_get(path: &Path, threads: usize, order: &[usize], size: usize) -> anyhow::Result<Row> {
+    let stride = device_stride(size);
+    let direct = rustix::fs::OFlags::DIRECT.bits() as i32;
+    let f = match OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-        .open(&path);
-    let f = match f {
+        .custom_flags(direct)
+        .open(path)
+    {
         Ok(f) => f,
         Err(e) => bail!(
             "O_DIRECT open of {} failed ({e}); the filesystem may not support it",
             path.display()
         ),
     };
-    let (secs, h) = parallel(args.writers, order, |_, i| {
+    let (secs, h) = parallel(threads, order, |_, i| {
         let mut raw = vec![0u8; stride + 4096];
         let off = raw.as_ptr().align_offset(4096);
         let aligned = &mut raw[off..off + stride];
@@ -538,8 +687,7 @@ fn bench_device(
         );
         Ok(())
     })?;
-    rows.push(row(name, "get-cold", n, size, secs, &h));
-    Ok(rows)
+    Ok(row("device", "get-cold", order.len(), size, secs, &h))
 }
 
 fn print_markdown(rows: &[Row], group: usize) {

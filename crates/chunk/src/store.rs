@@ -29,6 +29,8 @@ pub struct Options {
     pub volume_bytes_max: u64,
     /// Bytes of queued, not yet durable records; puts wait while it is full.
     pub write_buffer_bytes_max: u64,
+    /// Volume syncs that may run at once (each covers every batch written before it began).
+    pub syncs_in_flight_max: usize,
     /// Bytes of volume and hint files the store may use; a put past it fails and writes nothing.
     pub space_bytes_max: u64,
     /// Largest chunk accepted.
@@ -47,6 +49,7 @@ impl Default for Options {
         Self {
             volume_bytes_max: 256 << 20,
             write_buffer_bytes_max: 64 << 20,
+            syncs_in_flight_max: 4,
             space_bytes_max: u64::MAX,
             chunk_bytes_max: 16 << 20,
             verify_on_read: true,
@@ -68,6 +71,9 @@ impl Options {
         }
         if self.write_buffer_bytes_max < self.chunk_bytes_max + RECORD_HEADER_LEN {
             return bad("write_buffer_bytes_max must hold at least one largest chunk");
+        }
+        if self.syncs_in_flight_max == 0 || self.syncs_in_flight_max > 64 {
+            return bad("syncs_in_flight_max must be between 1 and 64");
         }
         if self.volume_bytes_max < format::VOLUME_HEADER_LEN + RECORD_HEADER_LEN {
             return bad("volume_bytes_max is smaller than one record");

@@ -1,8 +1,9 @@
 //! The single background writer and its syncer. The writer drains every queued operation,
 //! decides each against the index (plus what it wrote but is not yet durable) and appends the
 //! records to the active volume; it then hands the batch to the syncer and goes on with the
-//! next one. The syncer takes every batch written so far, syncs once for all of them (group
-//! commit), publishes them to the catalog and wakes the waiters. So the page-cache copy of one
+//! next one. A syncer takes every batch written so far, syncs once for all of them (group
+//! commit), publishes them to the catalog and wakes the waiters; up to `syncs_in_flight_max`
+//! syncers run at once, publishing in order. So the page-cache copy of one
 //! batch overlaps the sync of the previous ones, and there are no timers: a lone put waits
 //! for exactly one sync.
 //!
@@ -82,7 +83,12 @@ struct Written {
 #[derive(Debug, Default)]
 struct PipeState {
     written: Vec<Written>,
-    syncing: bool,
+    /// Syncers between taking batches and publishing them.
+    syncing: usize,
+    /// Handed to each syncer with the batches it takes, in batch order.
+    next_ticket: u64,
+    /// The last ticket whose batches are published; publication follows ticket order.
+    published_ticket: u64,
     stop: bool,
     failed: bool,
 }
@@ -96,16 +102,20 @@ struct Pipe {
     inflight: Mutex<HashMap<ChunkId, (Option<Loc>, u64)>>,
 }
 
-/// Run the writer (and its syncer) until the store closes or a write or sync fails.
+/// Run the writer (and its syncers) until the store closes or a write or sync fails.
 pub(crate) fn run(shared: Arc<Shared>, mut active: Active) {
     let pipe = Pipe::default();
     std::thread::scope(|s| {
-        let syncer = std::thread::Builder::new()
-            .name("chunk-syncer".into())
-            .spawn_scoped(s, || run_syncer(&shared, &pipe));
-        if let Err(e) = syncer {
-            fail(&shared, format!("cannot spawn the syncer thread: {e}"));
-            return;
+        for i in 0..shared.opts.syncs_in_flight_max {
+            let syncer = std::thread::Builder::new()
+                .name(format!("chunk-syncer-{i}"))
+                .spawn_scoped(s, || run_syncer(&shared, &pipe));
+            if let Err(e) = syncer {
+                fail(&shared, format!("cannot spawn a syncer thread: {e}"));
+                pipe.state.lock().stop = true;
+                pipe.cv.notify_all();
+                return;
+            }
         }
         let result = write_loop(&shared, &pipe, &mut active)
             .and_then(|()| wait_drained(&pipe))
@@ -213,7 +223,7 @@ fn hand_off(pipe: &Pipe, written: Written) -> Result<()> {
 /// Wait until everything written is synced and published.
 fn wait_drained(pipe: &Pipe) -> Result<()> {
     let mut st = pipe.state.lock();
-    while (!st.written.is_empty() || st.syncing) && !st.failed {
+    while (!st.written.is_empty() || st.syncing > 0) && !st.failed {
         pipe.cv.wait(&mut st);
     }
     if st.failed {
@@ -224,41 +234,60 @@ fn wait_drained(pipe: &Pipe) -> Result<()> {
     Ok(())
 }
 
+/// A syncer takes every batch written so far and syncs. Several syncers may sync at once
+/// (`syncs_in_flight_max`), which keeps the disk's queue deeper; a sync that returns makes
+/// durable everything written before it began, but batches are published strictly in the
+/// order they were taken, so acknowledgements and the catalog follow the log order.
 fn run_syncer(shared: &Shared, pipe: &Pipe) {
     loop {
-        let batches = {
+        let (ticket, batches) = {
             let mut st = pipe.state.lock();
-            while st.written.is_empty() && !st.stop {
+            while st.written.is_empty() && !st.stop && !st.failed {
                 pipe.cv.wait(&mut st);
             }
-            if st.written.is_empty() {
+            if st.written.is_empty() || st.failed {
                 return;
             }
-            st.syncing = true;
-            std::mem::take(&mut st.written)
+            st.syncing += 1;
+            st.next_ticket += 1;
+            (st.next_ticket, std::mem::take(&mut st.written))
         };
-        if let Err(e) = sync_and_publish(shared, pipe, batches) {
+        let synced = sync_batches(shared, &batches);
+        let mut st = pipe.state.lock();
+        while st.published_ticket + 1 != ticket && !st.failed {
+            pipe.cv.wait(&mut st);
+        }
+        if let Err(e) = synced {
             fail(shared, e.to_string());
-            let mut st = pipe.state.lock();
             st.failed = true;
-            st.syncing = false;
+        }
+        if st.failed {
+            st.syncing -= 1;
             pipe.cv.notify_all();
             return;
         }
+        drop(st);
+        publish_batches(shared, pipe, batches);
         let mut st = pipe.state.lock();
-        st.syncing = false;
+        st.published_ticket = ticket;
+        st.syncing -= 1;
         pipe.cv.notify_all();
     }
 }
 
-fn sync_and_publish(shared: &Shared, pipe: &Pipe, batches: Vec<Written>) -> Result<()> {
+fn sync_batches(shared: &Shared, batches: &[Written]) -> Result<()> {
     let mut synced: Vec<u32> = Vec::new();
-    for b in &batches {
+    for b in batches {
         if !b.entries.is_empty() && !synced.contains(&b.volume) {
             sync_file(shared, &b.file, b.volume)?;
             synced.push(b.volume);
         }
     }
+    Ok(())
+}
+
+/// Replay synced batches into the catalog and wake their waiters.
+fn publish_batches(shared: &Shared, pipe: &Pipe, batches: Vec<Written>) {
     {
         let mut cat = shared.catalog.write();
         for b in &batches {
@@ -281,7 +310,6 @@ fn sync_and_publish(shared: &Shared, pipe: &Pipe, batches: Vec<Written>) -> Resu
     for b in batches {
         publish(shared, &b.ops, b.deleted);
     }
-    Ok(())
 }
 
 fn fail(shared: &Shared, reason: String) {
