@@ -36,10 +36,7 @@ pub struct Record {
 
 /// Bytes `encode_payload` writes for this key and value.
 pub fn encoded_payload_len(key: &ItemKey, value: &Value) -> usize {
-    let value_len = match value {
-        Value::Object(s) => 4 + s.len(),
-        Value::Tombstone => 0,
-    };
+    let value_len = value.as_json().map_or(0, |s| 4 + s.len());
     1 + key.encoded_len() + value_len
 }
 
@@ -61,7 +58,7 @@ pub fn encode_payload(
     let key_start = out.len();
     key.encode(out);
     let key_end = out.len();
-    if let Value::Object(s) = value {
+    if let Some(s) = value.as_json() {
         let len = u32::try_from(s.len()).expect("validated value fits u32");
         out.extend_from_slice(&len.to_le_bytes());
         out.extend_from_slice(s.as_bytes());
@@ -90,7 +87,7 @@ pub fn decode_payload(index: Index, payload: &[u8]) -> Result<Record, PayloadErr
         if !rest.is_empty() {
             return Err(PayloadError::TrailingBytes);
         }
-        Value::Tombstone
+        Value::TOMBSTONE
     } else {
         let len_bytes = rest.get(..4).ok_or(PayloadError::BadValue)?;
         let len = u32::from_le_bytes(len_bytes.try_into().expect("4 bytes")) as usize;
@@ -99,7 +96,7 @@ pub fn decode_payload(index: Index, payload: &[u8]) -> Result<Record, PayloadErr
             return Err(PayloadError::TrailingBytes);
         }
         let text = std::str::from_utf8(body).map_err(|_| PayloadError::BadValue)?;
-        Value::Object(text.to_owned())
+        Value::trusted_json(text.to_owned())
     };
     Ok(Record {
         index,
@@ -124,7 +121,7 @@ mod tests {
         let key = ItemKey::edge("a", "knows", "b").unwrap();
         for (commit, value) in [
             (true, Value::json("{\"w\":1}").unwrap()),
-            (false, Value::Tombstone),
+            (false, Value::TOMBSTONE),
         ] {
             let mut out = Vec::new();
             let key_range = encode_payload(commit, &key, &value, &mut out);

@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn duplicate_conditions_are_refused() {
-        let txn = Transaction::single(node("a"), Value::Tombstone)
+        let txn = Transaction::single(node("a"), Value::TOMBSTONE)
             .condition(node("b"), Index::ZERO)
             .condition(node("b"), Index::new(3));
         assert!(matches!(

@@ -9,22 +9,33 @@ use serde::de::IgnoredAny;
 
 use crate::error::InputError;
 
-/// One version's value.
+/// One version's value: a JSON object, or a tombstone (the item was deleted at this
+/// version). Opaque, so that every object value went through validation.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub enum Value {
+pub struct Value(Repr);
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Repr {
     /// A JSON object, as UTF-8 text.
     Object(String),
-    /// The item was deleted at this version.
     Tombstone,
 }
 
 impl Value {
+    /// The deletion marker.
+    pub const TOMBSTONE: Value = Value(Repr::Tombstone);
+
+    /// A value decoded from a checksummed record: validated when it was written.
+    pub(crate) fn trusted_json(text: String) -> Self {
+        Value(Repr::Object(text))
+    }
+
     /// A JSON object value. Anything that is not one JSON object (an array, a number, bad
     /// syntax, trailing garbage) is refused.
     pub fn json(text: impl Into<String>) -> Result<Self, InputError> {
         let text = text.into();
         check_json_object(&text)?;
-        Ok(Value::Object(text))
+        Ok(Value(Repr::Object(text)))
     }
 
     /// A JSON object value from bytes, which must be UTF-8.
@@ -38,14 +49,14 @@ impl Value {
 
     /// The JSON text, or `None` for a tombstone.
     pub fn as_json(&self) -> Option<&str> {
-        match self {
-            Value::Object(s) => Some(s),
-            Value::Tombstone => None,
+        match &self.0 {
+            Repr::Object(s) => Some(s),
+            Repr::Tombstone => None,
         }
     }
 
     pub fn is_tombstone(&self) -> bool {
-        matches!(self, Value::Tombstone)
+        matches!(self.0, Repr::Tombstone)
     }
 
     /// Bytes of the encoded value body (0 for a tombstone).
@@ -71,9 +82,9 @@ fn check_json_object(text: &str) -> Result<(), InputError> {
 
 impl fmt::Debug for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Value::Object(s) => write!(f, "Object({s})"),
-            Value::Tombstone => write!(f, "Tombstone"),
+        match &self.0 {
+            Repr::Object(s) => write!(f, "Object({s})"),
+            Repr::Tombstone => write!(f, "Tombstone"),
         }
     }
 }

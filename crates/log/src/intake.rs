@@ -174,7 +174,7 @@ mod tests {
     fn prepared_frames_seal_into_valid_frames() {
         let txn = Transaction::new()
             .write(ItemKey::node("a").unwrap(), Value::json("{}").unwrap())
-            .write(ItemKey::edge("a", "l", "b").unwrap(), Value::Tombstone);
+            .write(ItemKey::edge("a", "l", "b").unwrap(), Value::TOMBSTONE);
         let bad = Transaction::new();
         let mut p = Prepared::new([&bad, &txn]);
         assert!(matches!(p.txns[0].rejected, Some(AppendError::Input(_))));

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use spindle_core::{InputError, ItemKey, Transaction, Value, Write, RECORD_BYTES_MAX};
+use spindle_core::{InputError, ItemKey, Transaction, Value, RECORD_BYTES_MAX};
 use spindle_log::{AppendError, Index, LogConfig};
 
 fn refused(log: &spindle_log::FileLog, txn: Transaction) -> InputError {
@@ -53,15 +53,7 @@ fn every_bad_input_is_refused_and_writes_nothing() {
             field: "edge label"
         }
     ));
-    let not_object = Transaction {
-        writes: vec![Write {
-            key: node("a"),
-            value: Value::Object("[1,2]".into()),
-        }],
-        conditions: vec![],
-    };
-    // A `Value` built around the validator is still caught when the record is validated? No:
-    // `Value::Object` is trusted once constructed, so construction is where JSON is checked.
+    // Values are opaque: the only way to make one is through validation.
     assert!(matches!(
         Value::json("[1,2]"),
         Err(InputError::NotJsonObject { .. })
@@ -70,7 +62,14 @@ fn every_bad_input_is_refused_and_writes_nothing() {
         Value::json_bytes(b"{\"a\":\"\xc3\x28\"}"),
         Err(InputError::NotUtf8 { .. })
     ));
-    drop(not_object);
+    // Ids arriving as bytes (from the wire) must be UTF-8.
+    assert!(matches!(
+        spindle_core::item::field_from_bytes("node id", b"users/\xff"),
+        Err(InputError::NotUtf8 {
+            field: "node id",
+            offset: 6
+        })
+    ));
     let huge = Value::json(format!("{{\"x\":\"{}\"}}", "y".repeat(RECORD_BYTES_MAX))).unwrap();
     assert!(matches!(
         refused(&log, Transaction::single(node("a"), huge)),

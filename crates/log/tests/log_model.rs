@@ -108,7 +108,7 @@ fn run(ops: Vec<Op>) {
             Op::Append { writes, conditions } => {
                 let mut txn = Transaction::new();
                 for (k, v) in writes {
-                    let value = v.map_or(Value::Tombstone, |n| obj(u64::from(n)));
+                    let value = v.map_or(Value::TOMBSTONE, |n| obj(u64::from(n)));
                     txn = txn.write(key(k), value);
                 }
                 let mut seen = std::collections::HashSet::new();
