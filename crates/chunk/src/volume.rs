@@ -6,8 +6,11 @@
 //! written unless the medium rots, which checksums and the BLAKE3 id detect.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, IoSliceMut, Read, Write};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+use rustix::buffer::spare_capacity;
 
 use crate::error::{ChunkError, Result};
 use crate::format::{
@@ -27,15 +30,16 @@ impl VolumeFile {
     /// Open an existing volume for reading.
     pub fn open(path: PathBuf) -> Result<Self> {
         let file = File::open(&path).map_err(|e| ChunkError::io("open volume", &path, e))?;
-        // Gets are random reads of whole records: readahead past a record is wasted I/O.
-        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random)
-            .map_err(|e| ChunkError::io("fadvise volume", &path, e.into()))?;
         Ok(Self { path, file })
     }
 
-    /// Read the chunk whose record starts at `offset` with `len` data bytes: one positioned
-    /// vectored read of header and data. Checks the header, the data CRC and (if `verify_id`)
-    /// that BLAKE3 of the data is `id`; any mismatch is `Corrupt`, never wrong bytes.
+    /// Read the chunk whose record starts at `offset` with `len` data bytes. Checks the
+    /// header, and BLAKE3 of the data against `id` (`verify_id`) or else the data CRC; any
+    /// mismatch is `Corrupt`, never wrong bytes.
+    ///
+    /// The data is read first, straight into the returned vector's uninitialised capacity (no
+    /// zeroing), then the header, whose page that read has just brought in: one I/O on a cold
+    /// cache unless the header straddles a page boundary.
     pub fn read_chunk(
         &self,
         id: &ChunkId,
@@ -43,14 +47,29 @@ impl VolumeFile {
         len: u32,
         verify_id: bool,
     ) -> Result<Vec<u8>> {
-        let mut header = [0u8; RECORD_HEADER_LEN as usize];
-        let mut data = vec![0u8; len as usize];
-        self.read_exact_vectored(&mut header, &mut data, offset)?;
         let corrupt = |reason: String| ChunkError::Corrupt {
             volume: self.path.clone(),
             offset,
             reason,
         };
+        let data_offset = offset + RECORD_HEADER_LEN;
+        let mut data: Vec<u8> = Vec::with_capacity(len as usize);
+        while data.len() < len as usize {
+            let at = data_offset + data.len() as u64;
+            let n = rustix::io::pread(&self.file, spare_capacity(&mut data), at)
+                .map_err(|e| ChunkError::io("read volume", &self.path, e.into()))?;
+            if n == 0 {
+                return Err(corrupt(format!(
+                    "volume ends {} bytes into a {len}-byte chunk",
+                    data.len()
+                )));
+            }
+        }
+        data.truncate(len as usize);
+        let mut header = [0u8; RECORD_HEADER_LEN as usize];
+        self.file
+            .read_exact_at(&mut header, offset)
+            .map_err(|e| ChunkError::io("read volume", &self.path, e))?;
         let h = RecordHeader::decode(&header).map_err(|r| corrupt(r.to_string()))?;
         if h.kind != RecordKind::Put || h.id != *id || h.len != len {
             return Err(corrupt(format!(
@@ -65,30 +84,6 @@ impl VolumeFile {
             return Err(corrupt(format!("data checksum mismatch for chunk {id}")));
         }
         Ok(data)
-    }
-
-    fn read_exact_vectored(&self, header: &mut [u8], data: &mut [u8], offset: u64) -> Result<()> {
-        let total = header.len() + data.len();
-        let mut done = 0usize;
-        while done < total {
-            let n = if done < header.len() {
-                let mut bufs = [IoSliceMut::new(&mut header[done..]), IoSliceMut::new(data)];
-                rustix::io::preadv(&self.file, &mut bufs, offset + done as u64)
-            } else {
-                let d = done - header.len();
-                rustix::io::pread(&self.file, &mut data[d..], offset + done as u64)
-            }
-            .map_err(|e| ChunkError::io("read volume", &self.path, e.into()))?;
-            if n == 0 {
-                return Err(ChunkError::Corrupt {
-                    volume: self.path.clone(),
-                    offset,
-                    reason: format!("volume ends {} bytes into a {total}-byte record", done),
-                });
-            }
-            done += n;
-        }
-        Ok(())
     }
 
     /// Ask the kernel to drop this volume's cached pages (for cold-read measurements).
