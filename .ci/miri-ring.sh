@@ -11,11 +11,11 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
 fi
 
 export PROPTEST_CASES="${PROPTEST_CASES:-4}"
-# Unit tests and the single-threaded and small threaded behaviour tests; Miri checks every
-# slot access and atomic against the Rust memory model.
+# Unit tests and the small deterministic behaviour tests; Miri checks every slot access and
+# atomic against the Rust memory model. The proptest suites take minutes under Miri
+# (ring_schedule_model: about 5 minutes here), so they are left to the normal test run.
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation}"
 cargo +nightly miri test -p spindle-ring --lib \
     --test ring_backpressure \
     --test ring_leave_ungates \
-    --test ring_schedule_model \
     --test pipeline_observability

@@ -118,7 +118,10 @@ fn run(capacity: u64, ops: Vec<Op>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    // PROPTEST_CASES overrides the count (the Miri script runs a handful).
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+    ))]
 
     #[test]
     fn ring_matches_model(cap_log2 in 0u32..4, ops in proptest::collection::vec(op(), 1..200)) {
