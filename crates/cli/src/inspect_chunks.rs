@@ -129,3 +129,49 @@ fn to_json(r: &VerifyReport) -> serde_json::Value {
         "volumes": volumes,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_with_chunks(dir: &Path) {
+        let store =
+            spindle_chunk::ChunkStore::open(dir, spindle_chunk::Options::default()).unwrap();
+        let a = store.put(b"first chunk").unwrap();
+        store.put(b"second chunk").unwrap();
+        store.delete(&a).unwrap();
+        store.close().unwrap();
+    }
+
+    #[test]
+    fn a_chunk_store_is_recognised_and_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!looks_like_chunk_store(dir.path()));
+        store_with_chunks(dir.path());
+        assert!(looks_like_chunk_store(dir.path()));
+        let report = verify_store(dir.path()).unwrap();
+        let json = to_json(&report);
+        assert_eq!(json["ok"], true);
+        assert_eq!(json["chunks"], 1);
+        assert_eq!(json["volumes"][0]["tombstones"], 1);
+        assert_eq!(run(dir.path(), true).unwrap(), ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn corruption_names_volume_and_offset_and_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        store_with_chunks(dir.path());
+        let volume = dir.path().join("00000001.volume");
+        let mut bytes = std::fs::read(&volume).unwrap();
+        bytes[100] ^= 0xff; // inside the first record's header
+        std::fs::write(&volume, bytes).unwrap();
+        let json = to_json(&verify_store(dir.path()).unwrap());
+        assert_eq!(json["ok"], false);
+        assert_eq!(json["volumes"][0]["status"], "corrupt");
+        assert_eq!(
+            json["volumes"][0]["offset"],
+            spindle_chunk::VOLUME_HEADER_LEN
+        );
+        assert_ne!(run(dir.path(), false).unwrap(), ExitCode::SUCCESS);
+    }
+}
