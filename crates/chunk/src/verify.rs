@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use crate::catalog::Catalog;
 use crate::error::{ChunkError, Result};
-use crate::format::{self, RecordKind, VOLUME_HEADER_LEN};
-use crate::volume;
+use crate::format::{self, HintEntry, RecordKind, VOLUME_HEADER_LEN};
+use crate::volume::{self, VolumeFile};
 
 /// What verification found in one volume.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +70,9 @@ pub struct VolumeReport {
     pub hint: HintStatus,
     /// The volume's state.
     pub status: VolumeStatus,
+    /// Every damaged record found: (offset, what was wrong). Past the first one, records are
+    /// found through the volume's hint file, when it has one that matches.
+    pub damaged: Vec<(u64, String)>,
 }
 
 /// Verification of a whole store.
@@ -125,6 +128,7 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
             garbage_bytes: 0,
             hint: HintStatus::Missing,
             status: VolumeStatus::Clean,
+            damaged: Vec::new(),
         };
         let scan = match volume::scan_volume(&path, n, true) {
             Ok(scan) => scan,
@@ -135,13 +139,7 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
             }
             Err(e) => return Err(e),
         };
-        for e in &scan.entries {
-            match e.kind {
-                RecordKind::Put => report.puts += 1,
-                RecordKind::Tombstone => report.tombstones += 1,
-            }
-            catalog.apply(n, e);
-        }
+        let mut entries = scan.entries.clone();
         if let Some(stop) = &scan.stop {
             let torn = is_last && stop.offset >= volume::hinted_synced_len(dir, n);
             report.status = if torn {
@@ -150,11 +148,28 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
                     bytes: scan.file_len - stop.offset,
                 }
             } else {
+                report.damaged.push((stop.offset, stop.reason.clone()));
+                if let Some(rest) = records_past_damage(dir, n, bytes, &scan) {
+                    let file = VolumeFile::open(path.clone())?;
+                    for e in rest.iter().skip(1) {
+                        if let Err(reason) = check_record(&file, e) {
+                            report.damaged.push((e.offset, reason));
+                        }
+                    }
+                    entries.extend(rest);
+                }
                 VolumeStatus::Corrupt {
                     offset: stop.offset,
                     reason: stop.reason.clone(),
                 }
             };
+        }
+        for e in &entries {
+            match e.kind {
+                RecordKind::Put => report.puts += 1,
+                RecordKind::Tombstone => report.tombstones += 1,
+            }
+            catalog.apply(n, e);
         }
         report.hint = hint_status(dir, n, bytes, &scan);
         volumes.push(report);
@@ -190,4 +205,34 @@ fn hint_status(dir: &Path, n: u32, bytes: u64, scan: &volume::Scan) -> HintStatu
         Ok(h) if scan.stop.is_some() && h.entries.starts_with(&scan.entries) => HintStatus::Matches,
         Ok(_) => HintStatus::Mismatch,
     }
+}
+
+/// The records after the first damaged one, from a hint file that matches the volume's length
+/// and agrees with every record before the damage.
+fn records_past_damage(
+    dir: &Path,
+    n: u32,
+    bytes: u64,
+    scan: &volume::Scan,
+) -> Option<Vec<HintEntry>> {
+    let raw = fs::read(format::hint_path(dir, n)).ok()?;
+    let hint = format::decode_hint(&raw).ok()?;
+    let usable = hint.volume == n
+        && hint.volume_len == bytes
+        && hint.entries.len() > scan.entries.len()
+        && hint.entries.starts_with(&scan.entries);
+    // Starting with the damaged record itself, already reported.
+    usable.then(|| hint.entries[scan.entries.len()..].to_vec())
+}
+
+/// Check one record found through a hint: header, and BLAKE3 of a put's bytes.
+fn check_record(file: &VolumeFile, e: &HintEntry) -> Result<(), String> {
+    match e.kind {
+        RecordKind::Put => file.read_chunk(&e.id, e.offset, e.len, true).map(drop),
+        RecordKind::Tombstone => file.read_tombstone(&e.id, e.offset),
+    }
+    .map_err(|err| match err {
+        ChunkError::Corrupt { reason, .. } => reason,
+        other => other.to_string(),
+    })
 }

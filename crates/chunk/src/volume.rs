@@ -91,6 +91,24 @@ impl VolumeFile {
         Ok(data)
     }
 
+    /// Check that a tombstone for `id` is at `offset` (verification tools).
+    pub fn read_tombstone(&self, id: &ChunkId, offset: u64) -> Result<()> {
+        let mut header = [0u8; RECORD_HEADER_LEN as usize];
+        self.file
+            .read_exact_at(&mut header, offset)
+            .map_err(|e| ChunkError::io("read volume", &self.path, e))?;
+        match RecordHeader::decode(&header) {
+            Ok(h) if h.kind == RecordKind::Tombstone && h.id == *id => Ok(()),
+            Ok(_) => Err(format!("record is not the tombstone of chunk {id}")),
+            Err(reason) => Err(reason.to_string()),
+        }
+        .map_err(|reason| ChunkError::Corrupt {
+            volume: self.path.clone(),
+            offset,
+            reason,
+        })
+    }
+
     /// Ask the kernel to drop this volume's cached pages (for cold-read measurements).
     pub fn drop_cache(&self) -> Result<()> {
         rustix::fs::fadvise(&self.file, 0, None, rustix::fs::Advice::DontNeed)

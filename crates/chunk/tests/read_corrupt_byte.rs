@@ -68,3 +68,35 @@ fn flipped_data_byte_is_detected() {
 fn flipped_header_byte_is_detected() {
     flip_and_read(20);
 }
+
+/// With a matching hint, verification goes past the first damaged record and reports every
+/// damaged one, while counting the healthy chunks after them as live.
+#[test]
+fn verify_reports_every_damaged_record_through_the_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
+    let ids: Vec<ChunkId> = (0..5)
+        .map(|s| store.put(&common::chunk(s, 1000)).unwrap())
+        .collect();
+    store.close().unwrap();
+    let record = RECORD_HEADER_LEN + 1000;
+    let path = common::volumes(dir.path()).remove(0);
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    for i in [1u64, 3] {
+        let at = VOLUME_HEADER_LEN + i * record + RECORD_HEADER_LEN + 10;
+        f.write_all_at(&[0xAA, 0x55], at).unwrap();
+    }
+    drop(f);
+    let report = verify_store(dir.path()).unwrap();
+    assert!(!report.is_ok());
+    let damaged: Vec<u64> = report.volumes[0].damaged.iter().map(|(o, _)| *o).collect();
+    assert_eq!(
+        damaged,
+        vec![VOLUME_HEADER_LEN + record, VOLUME_HEADER_LEN + 3 * record]
+    );
+    assert_eq!(
+        report.chunks,
+        ids.len() as u64,
+        "records after the damage are counted"
+    );
+}

@@ -73,7 +73,11 @@ fn print_text(r: &VerifyReport) {
         );
     }
     for v in &r.volumes {
-        if let VolumeStatus::Corrupt { offset, reason } = &v.status {
+        for (offset, reason) in &v.damaged {
+            eprintln!("error: {} at offset {offset}: {reason}", v.path.display());
+        }
+        if let (VolumeStatus::Corrupt { offset, reason }, true) = (&v.status, v.damaged.is_empty())
+        {
             eprintln!("error: {} at offset {offset}: {reason}", v.path.display());
         }
         if v.hint == HintStatus::Mismatch {
@@ -116,6 +120,7 @@ fn to_json(r: &VerifyReport) -> serde_json::Value {
                 "status": status,
                 "offset": offset,
                 "detail": detail,
+                "damaged": v.damaged.iter().map(|(o, r)| json!({"offset": o, "reason": r})).collect::<Vec<_>>(),
             })
         })
         .collect();
