@@ -111,7 +111,7 @@ pub(crate) fn run(shared: Arc<Shared>, mut active: Active) {
                 .name(format!("chunk-syncer-{i}"))
                 .spawn_scoped(s, || run_syncer(&shared, &pipe));
             if let Err(e) = syncer {
-                fail(&shared, format!("cannot spawn a syncer thread: {e}"));
+                record_failure(&shared, format!("cannot spawn a syncer thread: {e}"));
                 pipe.state.lock().stop = true;
                 pipe.cv.notify_all();
                 return;
@@ -121,7 +121,7 @@ pub(crate) fn run(shared: Arc<Shared>, mut active: Active) {
             .and_then(|()| wait_drained(&pipe))
             .and_then(|()| close_active(&shared, &active));
         if let Err(e) = result {
-            fail(&shared, e.to_string());
+            record_failure(&shared, e.to_string());
         }
         pipe.state.lock().stop = true;
         pipe.cv.notify_all();
@@ -258,7 +258,7 @@ fn run_syncer(shared: &Shared, pipe: &Pipe) {
             pipe.cv.wait(&mut st);
         }
         if let Err(e) = synced {
-            fail(shared, e.to_string());
+            record_failure(shared, e.to_string());
             st.failed = true;
         }
         if st.failed {
@@ -312,7 +312,7 @@ fn publish_batches(shared: &Shared, pipe: &Pipe, batches: Vec<Written>) {
     }
 }
 
-fn fail(shared: &Shared, reason: String) {
+fn record_failure(shared: &Shared, reason: String) {
     let mut q = shared.queue.lock();
     q.failed.get_or_insert(reason);
     shared.done_cv.notify_all();
@@ -370,8 +370,8 @@ fn append(
 
 fn sync_file(shared: &Shared, file: &File, volume: u32) -> Result<()> {
     let path = || crate::format::volume_path(&shared.dir, volume);
-    fail::fail_point!("chunk-writer-before-sync");
-    fail::fail_point!("chunk-writer-sync", |_| Err(ChunkError::io(
+    ::fail::fail_point!("chunk-writer-before-sync");
+    ::fail::fail_point!("chunk-writer-sync", |_| Err(ChunkError::io(
         "sync volume",
         path(),
         std::io::Error::other("injected sync failure"),
