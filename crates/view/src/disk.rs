@@ -1,0 +1,448 @@
+//! The Disk View: every version of every item of one partition range, in RocksDB.
+//!
+//! State is always exactly "the log up to the applied index" (invariant 4): each transaction
+//! is one RocksDB write batch that also stores the applied index (in the `meta` column
+//! family). Batches go through RocksDB's WAL without fsync: a crash loses a suffix of
+//! batches, never part of one, and the view replays the rest from the log. Layout:
+//! docs/disk-view-format.md.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use rocksdb::{ColumnFamilyDescriptor, DBCompressionType, Options, WriteBatch, DB};
+use spindle_core::{Index, ItemKey, Partition, Record, Value};
+
+use crate::error::ViewError;
+use crate::keys;
+
+/// Column family of the view's own metadata.
+pub const META_CF: &str = "meta";
+/// Meta key: the applied index, u64 LE.
+pub const META_APPLIED: &[u8] = b"applied";
+/// Meta key: the partition, lo u64 LE | hi u64 LE.
+pub const META_PARTITION: &[u8] = b"partition";
+/// Meta key: the layout version, u32 LE.
+pub const META_FORMAT: &[u8] = b"format";
+/// The layout version this code writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One version of an item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Version {
+    pub index: Index,
+    pub value: Value,
+}
+
+/// How fresh a read must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Freshness {
+    /// Whatever the view has applied now.
+    Any,
+    /// Wait until the view has applied `index` (read-your-writes), at most `timeout`.
+    AtLeast { index: Index, timeout: Duration },
+}
+
+/// A Disk View of one partition. Reads are concurrent; `apply` calls are serialised.
+pub struct DiskView {
+    db: DB,
+    dir: PathBuf,
+    partition: Partition,
+    applied: Mutex<Index>,
+    applied_changed: Condvar,
+    apply_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for DiskView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskView")
+            .field("dir", &self.dir)
+            .field("partition", &self.partition)
+            .field("applied", &self.applied_index())
+            .finish()
+    }
+}
+
+fn db_options() -> Options {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    // Data and meta flush together, so even without the WAL they never disagree.
+    opts.set_atomic_flush(true);
+    opts.set_compression_type(DBCompressionType::Lz4);
+    opts
+}
+
+impl DiskView {
+    /// Open (or create) the view of `partition` in `dir`. A directory that holds another
+    /// partition or another layout version is refused.
+    pub fn open(dir: impl AsRef<Path>, partition: Partition) -> Result<DiskView, ViewError> {
+        let dir = dir.as_ref().to_path_buf();
+        let opts = db_options();
+        let cfs = [
+            ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, db_options()),
+            ColumnFamilyDescriptor::new(META_CF, db_options()),
+        ];
+        let db = DB::open_cf_descriptors(&opts, &dir, cfs).map_err(db_err(&dir))?;
+        let view = DiskView {
+            db,
+            dir,
+            partition,
+            applied: Mutex::new(Index::ZERO),
+            applied_changed: Condvar::new(),
+            apply_lock: Mutex::new(()),
+        };
+        let applied = view.load_meta()?;
+        *view.applied.lock() = applied;
+        Ok(view)
+    }
+
+    /// Check or write the stored partition and format; return the stored applied index.
+    fn load_meta(&self) -> Result<Index, ViewError> {
+        let meta = self.meta_cf();
+        let get = |k: &[u8]| self.db.get_cf(meta, k).map_err(db_err(&self.dir));
+        let mut want_partition = Vec::with_capacity(16);
+        want_partition.extend_from_slice(&self.partition.lo().to_le_bytes());
+        want_partition.extend_from_slice(&self.partition.hi().to_le_bytes());
+        match (get(META_FORMAT)?, get(META_PARTITION)?) {
+            (None, None) => {
+                let mut batch = WriteBatch::default();
+                batch.put_cf(meta, META_FORMAT, FORMAT_VERSION.to_le_bytes());
+                batch.put_cf(meta, META_PARTITION, &want_partition);
+                batch.put_cf(meta, META_APPLIED, 0u64.to_le_bytes());
+                self.db.write(batch).map_err(db_err(&self.dir))?;
+                return Ok(Index::ZERO);
+            }
+            (Some(format), Some(stored)) => {
+                if format.as_slice() != FORMAT_VERSION.to_le_bytes() {
+                    return Err(self.corrupt(format!(
+                        "layout version {format:?}, this build reads {FORMAT_VERSION}"
+                    )));
+                }
+                if stored != want_partition {
+                    let stored = decode_partition(&stored)
+                        .ok_or_else(|| self.corrupt(format!("bad partition meta {stored:?}")))?;
+                    return Err(ViewError::WrongPartition {
+                        dir: self.dir.clone(),
+                        stored,
+                        requested: self.partition,
+                    });
+                }
+            }
+            _ => return Err(self.corrupt("meta has only one of format and partition".into())),
+        }
+        let applied =
+            get(META_APPLIED)?.ok_or_else(|| self.corrupt("applied index missing".into()))?;
+        let raw: [u8; 8] = applied
+            .as_slice()
+            .try_into()
+            .map_err(|_| self.corrupt(format!("applied index is {} bytes", applied.len())))?;
+        Ok(Index::new(u64::from_le_bytes(raw)))
+    }
+
+    fn meta_cf(&self) -> &rocksdb::ColumnFamily {
+        self.db
+            .cf_handle(META_CF)
+            .expect("meta column family opened")
+    }
+
+    pub(crate) fn corrupt(&self, what: String) -> ViewError {
+        ViewError::Corrupt {
+            dir: self.dir.clone(),
+            what,
+        }
+    }
+
+    pub fn partition(&self) -> Partition {
+        self.partition
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn db(&self) -> &DB {
+        &self.db
+    }
+
+    /// The log index this view's state reflects (0: nothing applied).
+    pub fn applied_index(&self) -> Index {
+        *self.applied.lock()
+    }
+
+    /// Apply durable log records. They must continue the applied prefix (records at or
+    /// below the applied index are skipped, so replaying an overlap after a restart is
+    /// harmless) and end on a commit record. Each transaction with writes in this
+    /// partition becomes one write batch carrying its commit index; a run of transactions
+    /// with none only advances the applied index, in the next batch written.
+    pub fn apply(&self, records: &[Record]) -> Result<Index, ViewError> {
+        let _one_writer = self.apply_lock.lock();
+        let applied = self.applied_index();
+        let fresh = match records.iter().position(|r| r.index > applied) {
+            Some(i) => &records[i..],
+            None => return Ok(applied),
+        };
+        if fresh[0].index != applied.next() {
+            return Err(ViewError::Gap {
+                applied,
+                got: fresh[0].index,
+            });
+        }
+        let last = fresh.last().expect("non-empty");
+        if !last.commit {
+            return Err(ViewError::PartialTransaction { last: last.index });
+        }
+        let meta = self.meta_cf();
+        let mut batch = WriteBatch::default();
+        let mut value_buf = Vec::new();
+        let mut pending_commit = None;
+        for record in fresh {
+            if self.partition.contains(record.key.hash()) {
+                value_buf.clear();
+                keys::encode_value(&record.value, &mut value_buf);
+                batch.put(keys::version_key(&record.key, record.index), &value_buf);
+            }
+            if record.commit {
+                pending_commit = Some(record.index);
+                if !batch.is_empty() {
+                    self.write_batch(std::mem::take(&mut batch), meta, record.index)?;
+                    pending_commit = None;
+                }
+            }
+        }
+        if let Some(commit) = pending_commit {
+            self.write_batch(batch, meta, commit)?;
+        }
+        Ok(last.index)
+    }
+
+    fn write_batch(
+        &self,
+        mut batch: WriteBatch,
+        meta: &rocksdb::ColumnFamily,
+        commit: Index,
+    ) -> Result<(), ViewError> {
+        batch.put_cf(meta, META_APPLIED, commit.get().to_le_bytes());
+        self.db.write(batch).map_err(db_err(&self.dir))?;
+        self.publish(commit);
+        Ok(())
+    }
+
+    fn publish(&self, index: Index) {
+        let mut applied = self.applied.lock();
+        assert!(index > *applied, "applied index must grow");
+        *applied = index;
+        drop(applied);
+        self.applied_changed.notify_all();
+    }
+
+    /// Wait until the view has applied `index`, at most `timeout`. Returns the applied
+    /// index.
+    pub fn wait_applied(&self, index: Index, timeout: Duration) -> Result<Index, ViewError> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let mut applied = self.applied.lock();
+        while *applied < index {
+            if self
+                .applied_changed
+                .wait_until(&mut applied, deadline)
+                .timed_out()
+                && *applied < index
+            {
+                return Err(ViewError::NotYetApplied {
+                    wanted: index,
+                    applied: *applied,
+                    waited_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+                });
+            }
+        }
+        Ok(*applied)
+    }
+
+    fn await_freshness(&self, freshness: Freshness) -> Result<Index, ViewError> {
+        match freshness {
+            Freshness::Any => Ok(self.applied_index()),
+            Freshness::AtLeast { index, timeout } => self.wait_applied(index, timeout),
+        }
+    }
+
+    fn check_key(&self, key: &ItemKey) -> Result<(), ViewError> {
+        let hash = key.hash();
+        if self.partition.contains(hash) {
+            Ok(())
+        } else {
+            Err(ViewError::NotInPartition {
+                key: key.clone(),
+                hash,
+                partition: self.partition,
+            })
+        }
+    }
+
+    /// The newest version of `key` (a tombstone if it was deleted), or `None` if it was
+    /// never written.
+    pub fn latest(
+        &self,
+        key: &ItemKey,
+        freshness: Freshness,
+    ) -> Result<Option<Version>, ViewError> {
+        self.check_key(key)?;
+        self.await_freshness(freshness)?;
+        self.version_at(key, Index::MAX)
+    }
+
+    /// The version of `key` as of log index `at`: the newest written at or below it.
+    /// `at` above the applied index waits for it as `freshness` allows, else is an error.
+    pub fn as_of(
+        &self,
+        key: &ItemKey,
+        at: Index,
+        freshness: Freshness,
+    ) -> Result<Option<Version>, ViewError> {
+        self.check_key(key)?;
+        let applied = match freshness {
+            Freshness::Any => self.applied_index(),
+            Freshness::AtLeast { index, timeout } => self.wait_applied(index.max(at), timeout)?,
+        };
+        if at > applied {
+            return Err(ViewError::NotYetApplied {
+                wanted: at,
+                applied,
+                waited_ms: 0,
+            });
+        }
+        self.version_at(key, at)
+    }
+
+    fn version_at(&self, key: &ItemKey, at: Index) -> Result<Option<Version>, ViewError> {
+        let prefix = keys::item_prefix(key);
+        let mut target = prefix.clone();
+        target.extend_from_slice(&at.get().to_be_bytes());
+        let mut it = self.db.raw_iterator();
+        it.seek_for_prev(&target);
+        match (it.key(), it.value()) {
+            (Some(k), Some(v)) if k.len() == target.len() && k.starts_with(&prefix) => {
+                Ok(Some(self.decode_version(k, v)?))
+            }
+            _ => {
+                it.status().map_err(db_err(&self.dir))?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Every version of `key`, oldest first.
+    pub fn history(&self, key: &ItemKey, freshness: Freshness) -> Result<Vec<Version>, ViewError> {
+        self.check_key(key)?;
+        self.await_freshness(freshness)?;
+        let prefix = keys::item_prefix(key);
+        let mut out = Vec::new();
+        self.scan_prefix(&prefix, |k, v| {
+            if k.len() == prefix.len() + keys::INDEX_BYTES {
+                out.push(self.decode_version(k, v)?);
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The out-edges of node `from` that exist as of `at` (default: the applied index),
+    /// each with its version then, in key order. Deleted edges are left out.
+    pub fn out_edges(
+        &self,
+        from: &str,
+        at: Option<Index>,
+        freshness: Freshness,
+    ) -> Result<Vec<(ItemKey, Version)>, ViewError> {
+        let node = ItemKey::node(from)?;
+        self.check_key(&node)?;
+        let applied = self.await_freshness(freshness)?;
+        let at = at.unwrap_or(applied);
+        if at > applied {
+            return Err(ViewError::NotYetApplied {
+                wanted: at,
+                applied,
+                waited_ms: 0,
+            });
+        }
+        let prefix = keys::out_edges_prefix(from);
+        let mut out: Vec<(ItemKey, Version)> = Vec::new();
+        let mut current: Option<(Vec<u8>, Option<Version>)> = None;
+        let flush = |cur: Option<(Vec<u8>, Option<Version>)>,
+                     out: &mut Vec<(ItemKey, Version)>|
+         -> Result<(), ViewError> {
+            if let Some((item_prefix, Some(v))) = cur {
+                if !v.value.is_tombstone() {
+                    let key = keys::decode_item(&item_prefix)
+                        .ok_or_else(|| self.corrupt(format!("bad key {item_prefix:?}")))?;
+                    out.push((key, v));
+                }
+            }
+            Ok(())
+        };
+        self.scan_prefix(&prefix, |k, v| {
+            let parts = keys::split_key(k).ok_or_else(|| self.corrupt(format!("bad key {k:?}")))?;
+            if current
+                .as_ref()
+                .is_none_or(|(p, _)| p.as_slice() != parts.prefix)
+            {
+                flush(current.take(), &mut out)?;
+                current = Some((parts.prefix.to_vec(), None));
+            }
+            if parts.index <= at {
+                let version = self.decode_version(k, v)?;
+                current.as_mut().expect("set above").1 = Some(version);
+            }
+            Ok(())
+        })?;
+        flush(current.take(), &mut out)?;
+        Ok(out)
+    }
+
+    fn scan_prefix(
+        &self,
+        prefix: &[u8],
+        mut each: impl FnMut(&[u8], &[u8]) -> Result<(), ViewError>,
+    ) -> Result<(), ViewError> {
+        let mut it = self.db.raw_iterator();
+        it.seek(prefix);
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if !k.starts_with(prefix) {
+                break;
+            }
+            each(k, v)?;
+            it.next();
+        }
+        it.status().map_err(db_err(&self.dir))
+    }
+
+    fn decode_version(&self, key: &[u8], value: &[u8]) -> Result<Version, ViewError> {
+        let parts = keys::split_key(key).ok_or_else(|| self.corrupt(format!("bad key {key:?}")))?;
+        let value = match keys::split_value(value) {
+            Some(None) => Value::TOMBSTONE,
+            Some(Some(json)) => Value::json_bytes(json)
+                .map_err(|e| self.corrupt(format!("bad value at {}: {e}", parts.index)))?,
+            None => return Err(self.corrupt(format!("bad value tag at {}", parts.index))),
+        };
+        Ok(Version {
+            index: parts.index,
+            value,
+        })
+    }
+}
+
+fn decode_partition(bytes: &[u8]) -> Option<Partition> {
+    let lo = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let hi = u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
+    if bytes.len() != 16 {
+        return None;
+    }
+    Partition::new(lo, hi)
+}
+
+pub(crate) fn db_err(dir: &Path) -> impl Fn(rocksdb::Error) -> ViewError + '_ {
+    move |source| ViewError::Db {
+        dir: dir.to_path_buf(),
+        source,
+    }
+}

@@ -1,0 +1,66 @@
+//! Feeding a Disk View from the log: catch up to the durable index, or follow it until told
+//! to stop. Works over any `Log` implementation.
+
+use spindle_core::Index;
+use spindle_log::{Log, ReadError, Tail};
+use tokio::sync::watch;
+
+use crate::disk::DiskView;
+use crate::error::ViewError;
+
+/// Records asked of the log per read while feeding a view (reads end on a transaction
+/// boundary, so a batch may be a little larger).
+pub const TAIL_BATCH_RECORDS_MAX: usize = 4096;
+
+fn read_error(next: Index, e: ReadError) -> ViewError {
+    match e {
+        ReadError::Truncated { first } => ViewError::LogTruncated { next, first },
+        other => ViewError::Log(other),
+    }
+}
+
+/// Apply every record that is durable in `log` now. Returns the applied index.
+pub async fn catch_up<L: Log>(view: &DiskView, log: &L) -> Result<Index, ViewError> {
+    loop {
+        let applied = view.applied_index();
+        if applied >= log.durable_index() {
+            return Ok(applied);
+        }
+        let next = applied.next();
+        let records = log
+            .read(next, TAIL_BATCH_RECORDS_MAX)
+            .await
+            .map_err(|e| read_error(next, e))?;
+        if records.is_empty() {
+            return Ok(applied);
+        }
+        view.apply(&records)?;
+    }
+}
+
+/// Follow `log` into `view` from its applied index until `stop` holds `true` (or its sender
+/// is dropped). Returns the applied index when it stops.
+pub async fn follow<L: Log>(
+    view: &DiskView,
+    log: L,
+    mut stop: watch::Receiver<bool>,
+) -> Result<Index, ViewError> {
+    let mut tail = Tail::new(log, view.applied_index().next(), TAIL_BATCH_RECORDS_MAX);
+    loop {
+        if *stop.borrow_and_update() {
+            return Ok(view.applied_index());
+        }
+        let next = tail.position();
+        tokio::select! {
+            changed = stop.changed() => {
+                if changed.is_err() {
+                    return Ok(view.applied_index());
+                }
+            }
+            batch = tail.next_batch() => {
+                let records = batch.map_err(|e| read_error(next, e))?;
+                view.apply(&records)?;
+            }
+        }
+    }
+}

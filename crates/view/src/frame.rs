@@ -1,0 +1,261 @@
+//! Iteration frames: the bytes an iteration streams to its consumer (docs/iteration.md).
+//!
+//! ```text
+//! version frame:  tag 0x01 | flags u8 | index u64 LE | key_len u16 LE | item key
+//!                 | [value_len u32 LE | value]        -- only when flags bit 1 is set
+//!   flags: bit 0 tombstone, bit 1 value present, bit 2 value is a projection
+//! end frame:      tag 0x02 | cut u64 LE | range lo u64 LE | range hi u64 LE | frames u64 LE
+//! ```
+//!
+//! The item key is the core binary encoding (`ItemKey::encode`). Integers are little-endian
+//! like every other wire integer; only Disk View keys are big-endian (they must sort).
+
+use spindle_core::{Index, ItemKey, Partition};
+
+pub const TAG_VERSION: u8 = 0x01;
+pub const TAG_END: u8 = 0x02;
+pub const FLAG_TOMBSTONE: u8 = 1 << 0;
+pub const FLAG_VALUE: u8 = 1 << 1;
+pub const FLAG_PROJECTED: u8 = 1 << 2;
+const FLAGS_KNOWN: u8 = FLAG_TOMBSTONE | FLAG_VALUE | FLAG_PROJECTED;
+/// Bytes of an end frame.
+pub const END_FRAME_BYTES: usize = 1 + 8 * 4;
+
+/// One decoded version frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VersionFrame {
+    pub key: ItemKey,
+    pub index: Index,
+    pub tombstone: bool,
+    /// The value is one projected property (any JSON), not the item's object.
+    pub projected: bool,
+    /// The JSON text: the object, the projected property, or `None` (keys-only, a
+    /// tombstone, or a projection whose property the object lacks).
+    pub value: Option<String>,
+}
+
+/// The final frame: the consumer holds every matching version up to `cut` in `range`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndFrame {
+    pub cut: Index,
+    pub range: Partition,
+    /// Version frames sent before this one.
+    pub frames: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Frame {
+    Version(VersionFrame),
+    End(EndFrame),
+}
+
+/// Append a version frame. `key` is the core item-key encoding.
+pub fn encode_version(
+    out: &mut Vec<u8>,
+    flags: u8,
+    index: Index,
+    key: &[u8],
+    value: Option<&[u8]>,
+) {
+    debug_assert_eq!(flags & FLAG_VALUE != 0, value.is_some());
+    out.push(TAG_VERSION);
+    out.push(flags);
+    out.extend_from_slice(&index.get().to_le_bytes());
+    let key_len = u16::try_from(key.len()).expect("item keys are below 64 KiB");
+    out.extend_from_slice(&key_len.to_le_bytes());
+    out.extend_from_slice(key);
+    if let Some(v) = value {
+        let len = u32::try_from(v.len()).expect("values are below 4 GiB");
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(v);
+    }
+}
+
+/// Append the end frame.
+pub fn encode_end(out: &mut Vec<u8>, end: &EndFrame) {
+    out.push(TAG_END);
+    out.extend_from_slice(&end.cut.get().to_le_bytes());
+    out.extend_from_slice(&end.range.lo().to_le_bytes());
+    out.extend_from_slice(&end.range.hi().to_le_bytes());
+    out.extend_from_slice(&end.frames.to_le_bytes());
+}
+
+/// Why a frame did not decode; `offset` is where the bad frame starts in the buffer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("bad iteration frame at offset {offset}: {reason}")]
+pub struct FrameError {
+    pub offset: usize,
+    pub reason: &'static str,
+}
+
+/// Decodes frames from a buffer of whole frames.
+#[derive(Debug)]
+pub struct FrameReader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> FrameReader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        FrameReader { buf, pos: 0 }
+    }
+
+    fn take(
+        &mut self,
+        n: usize,
+        reason: &'static str,
+        start: usize,
+    ) -> Result<&'a [u8], FrameError> {
+        let bytes = self.buf.get(self.pos..self.pos + n).ok_or(FrameError {
+            offset: start,
+            reason,
+        })?;
+        self.pos += n;
+        Ok(bytes)
+    }
+
+    fn u64(&mut self, start: usize) -> Result<u64, FrameError> {
+        let b = self.take(8, "short u64", start)?;
+        Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+
+    fn decode(&mut self) -> Result<Frame, FrameError> {
+        let start = self.pos;
+        let bad = |reason| FrameError {
+            offset: start,
+            reason,
+        };
+        match self.take(1, "missing tag", start)?[0] {
+            TAG_VERSION => {
+                let flags = self.take(1, "short flags", start)?[0];
+                if flags & !FLAGS_KNOWN != 0 {
+                    return Err(bad("unknown flags"));
+                }
+                let index = Index::new(self.u64(start)?);
+                let key_len = self.take(2, "short key length", start)?;
+                let key_len = u16::from_le_bytes([key_len[0], key_len[1]]) as usize;
+                let key_bytes = self.take(key_len, "short key", start)?;
+                let key = match ItemKey::decode(key_bytes) {
+                    Some((key, used)) if used == key_len => key,
+                    _ => return Err(bad("bad item key")),
+                };
+                let value = if flags & FLAG_VALUE != 0 {
+                    let len = self.take(4, "short value length", start)?;
+                    let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+                    let bytes = self.take(len, "short value", start)?;
+                    let text = std::str::from_utf8(bytes).map_err(|_| bad("value is not UTF-8"))?;
+                    Some(text.to_owned())
+                } else {
+                    None
+                };
+                Ok(Frame::Version(VersionFrame {
+                    key,
+                    index,
+                    tombstone: flags & FLAG_TOMBSTONE != 0,
+                    projected: flags & FLAG_PROJECTED != 0,
+                    value,
+                }))
+            }
+            TAG_END => {
+                let cut = Index::new(self.u64(start)?);
+                let lo = self.u64(start)?;
+                let hi = self.u64(start)?;
+                let frames = self.u64(start)?;
+                let range = Partition::new(lo, hi).ok_or(bad("bad range"))?;
+                Ok(Frame::End(EndFrame { cut, range, frames }))
+            }
+            _ => Err(bad("unknown tag")),
+        }
+    }
+}
+
+impl Iterator for FrameReader<'_> {
+    type Item = Result<Frame, FrameError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.buf.len() {
+            return None;
+        }
+        let item = self.decode();
+        if item.is_err() {
+            self.pos = self.buf.len();
+        }
+        Some(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip() {
+        let key = ItemKey::edge("a", "knows", "b").unwrap();
+        let mut buf = Vec::new();
+        encode_version(
+            &mut buf,
+            FLAG_VALUE,
+            Index::new(7),
+            &key.to_bytes(),
+            Some(b"{\"w\":1}"),
+        );
+        encode_version(
+            &mut buf,
+            FLAG_TOMBSTONE,
+            Index::new(9),
+            &key.to_bytes(),
+            None,
+        );
+        let end = EndFrame {
+            cut: Index::new(9),
+            range: Partition::nth(1, 4),
+            frames: 2,
+        };
+        encode_end(&mut buf, &end);
+        let frames: Vec<_> = FrameReader::new(&buf).collect::<Result<_, _>>().unwrap();
+        assert_eq!(
+            frames,
+            vec![
+                Frame::Version(VersionFrame {
+                    key: key.clone(),
+                    index: Index::new(7),
+                    tombstone: false,
+                    projected: false,
+                    value: Some("{\"w\":1}".into()),
+                }),
+                Frame::Version(VersionFrame {
+                    key,
+                    index: Index::new(9),
+                    tombstone: true,
+                    projected: false,
+                    value: None,
+                }),
+                Frame::End(end),
+            ]
+        );
+    }
+
+    #[test]
+    fn damaged_frames_are_refused_with_their_offset() {
+        let key = ItemKey::node("n").unwrap().to_bytes();
+        let mut buf = Vec::new();
+        encode_version(&mut buf, FLAG_VALUE, Index::FIRST, &key, Some(b"{}"));
+        let first_len = buf.len();
+        encode_version(&mut buf, 0, Index::new(2), &key, None);
+        for cut in first_len + 1..buf.len() {
+            let got: Vec<_> = FrameReader::new(&buf[..cut]).collect();
+            assert_eq!(got.len(), 2);
+            assert_eq!(got[1].as_ref().unwrap_err().offset, first_len);
+        }
+        let mut bad_tag = buf.clone();
+        bad_tag[0] = 9;
+        assert_eq!(
+            FrameReader::new(&bad_tag)
+                .next()
+                .unwrap()
+                .unwrap_err()
+                .reason,
+            "unknown tag"
+        );
+    }
+}
