@@ -22,6 +22,8 @@ pub struct LogConfig {
     pub intake_bytes_max: usize,
     /// Bytes the writer puts into one group commit (one write, one sync).
     pub group_commit_bytes_max: usize,
+    /// Written batches waiting for the syncer; the writer waits beyond this.
+    pub sync_queue_batches_max: usize,
     /// Bytes a reader fetches from a segment per read call.
     pub read_chunk_bytes: usize,
     /// Records between entries of a segment's in-memory offset index.
@@ -35,6 +37,7 @@ impl Default for LogConfig {
             segment_bytes: 64 << 20,
             intake_bytes_max: 64 << 20,
             group_commit_bytes_max: 16 << 20,
+            sync_queue_batches_max: 4,
             read_chunk_bytes: 1 << 20,
             sparse_index_stride_records: 512,
             sync: SyncMode::Data,
@@ -61,6 +64,9 @@ impl LogConfig {
         }
         if self.group_commit_bytes_max == 0 || self.read_chunk_bytes < 4096 {
             return Err("group_commit_bytes_max must be > 0, read_chunk_bytes >= 4096".into());
+        }
+        if self.sync_queue_batches_max == 0 {
+            return Err("sync_queue_batches_max must be > 0".into());
         }
         if self.sparse_index_stride_records == 0 {
             return Err("sparse_index_stride_records must be > 0".into());

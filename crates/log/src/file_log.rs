@@ -21,6 +21,7 @@ use crate::intake::{Command, Intake, Pending, Prepared, Reply};
 use crate::reader::read_range;
 use crate::recovery::{scan_dir, TornTail};
 use crate::segment::{create_segment, segment_file_name, zero_range, SEGMENT_HEADER_BYTES};
+use crate::syncer;
 use crate::versions::VersionTable;
 use crate::writer::{Tail, Writer};
 
@@ -240,10 +241,21 @@ impl FileLog {
             failed: AtomicBool::new(false),
             stats: LogStats::default(),
         });
-        let writer = Writer::new(shared.clone(), tail, versions);
+        let (sync_tx, sync_rx) =
+            std::sync::mpsc::sync_channel(shared.config.sync_queue_batches_max);
+        let syncer_shared = shared.clone();
+        let syncer = std::thread::Builder::new()
+            .name("spindle-log-syncer".into())
+            .spawn(move || syncer::run(syncer_shared, sync_rx))
+            .map_err(io_at(&shared.dir))?;
+        let writer = Writer::new(shared.clone(), tail, versions, sync_tx);
         let handle = std::thread::Builder::new()
             .name("spindle-log-writer".into())
-            .spawn(move || writer.run())
+            .spawn(move || {
+                writer.run();
+                // The writer dropped its end of the channel: the syncer finishes and exits.
+                let _ = syncer.join();
+            })
             .map_err(io_at(&shared.dir))?;
         Ok(FileLog {
             inner: Arc::new(Inner {

@@ -17,6 +17,7 @@ mod intake;
 mod reader;
 pub mod recovery;
 pub mod segment;
+mod syncer;
 pub mod tail;
 pub mod versions;
 mod writer;

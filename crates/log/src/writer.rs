@@ -2,14 +2,16 @@
 //!
 //! Loop: take everything queued (up to `group_commit_bytes_max`), check each transaction's
 //! conditions in arrival order against the version table, stamp indexes and checksums into
-//! one buffer, write it with one positioned write, fdatasync once, publish the new durable
-//! index, then answer every appender. While the writer syncs, the next batch gathers in the
-//! intake; nothing waits on a timer, so a lone appender waits for exactly one sync.
+//! one buffer, write it with one positioned write, and hand it to the syncer thread, which
+//! fdatasyncs once, publishes the new durable index and answers every appender (see
+//! `syncer`). While a batch syncs, the next one gathers in the intake and is staged and
+//! written; nothing waits on a timer, so a lone appender waits for exactly one sync.
 //!
 //! A failed write or sync is sticky: every later append fails until the log is reopened.
 
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
 use spindle_core::Index;
@@ -20,6 +22,7 @@ use crate::file_log::{SegmentHandle, Shared};
 use crate::frame::seal_frame;
 use crate::intake::{Command, Pending, Prepared};
 use crate::segment::{create_segment, sync_dir, SEGMENT_HEADER_BYTES};
+use crate::syncer::{self, Replies, SyncJob, SyncMsg};
 use crate::versions::VersionTable;
 
 /// Where the next batch is appended.
@@ -53,25 +56,31 @@ pub(crate) struct Writer {
     pub tail: Tail,
     pub versions: VersionTable,
     buf: Vec<u8>,
-    replies: Vec<(crate::intake::Reply, Vec<Result<Index, AppendError>>)>,
+    replies: Replies,
+    sync_tx: Option<SyncSender<SyncMsg>>,
     /// Records appended to the tail segment since its last sparse-index entry.
     since_sparse: u64,
 }
 
 impl Writer {
-    pub fn new(shared: Arc<Shared>, tail: Tail, versions: VersionTable) -> Self {
-        let since_sparse = u64::MAX / 2;
+    pub fn new(
+        shared: Arc<Shared>,
+        tail: Tail,
+        versions: VersionTable,
+        sync_tx: SyncSender<SyncMsg>,
+    ) -> Self {
         Writer {
             shared,
             tail,
             versions,
             buf: Vec::new(),
             replies: Vec::new(),
-            since_sparse,
+            sync_tx: Some(sync_tx),
+            since_sparse: u64::MAX / 2,
         }
     }
 
-    /// Run until the log is closed and the intake drained.
+    /// Run until the log is closed and the intake drained; then let the syncer finish.
     pub fn run(mut self) {
         loop {
             let (batch, commands, closed) = self.take();
@@ -82,6 +91,7 @@ impl Writer {
                 self.command(cmd);
             }
             if closed {
+                self.sync_tx = None;
                 return;
             }
         }
@@ -115,6 +125,7 @@ impl Writer {
         (batch, commands, closed)
     }
 
+    /// Stage a batch, write it into the page cache, and hand it to the syncer.
     fn commit(&mut self, batch: Vec<Pending>) {
         self.buf.clear();
         let mut last_commit = Index::ZERO;
@@ -145,38 +156,34 @@ impl Writer {
             }
             self.replies.push((p.reply, results));
         }
-        let flushed = if self.shared.failure().is_none() {
-            self.flush()
-        } else {
-            Ok(())
-        };
-        if let Err(cause) = flushed {
-            self.shared.fail(cause);
-        }
-        if let Some(cause) = self.shared.failure() {
-            for (reply, mut results) in self.replies.drain(..) {
-                for r in &mut results {
-                    if r.is_ok() {
-                        *r = Err(AppendError::Failed {
-                            cause: cause.clone(),
-                        });
-                    }
-                }
-                reply.send(results);
+        if self.shared.failure().is_none() {
+            if let Err(cause) = self.write_out() {
+                self.shared.fail(cause);
             }
-            return;
         }
-        if !last_commit.is_zero() {
-            let records = last_commit.get() - self.shared.durable_index().get();
-            self.shared
-                .stats
-                .records
-                .fetch_add(records, Ordering::Relaxed);
-            self.shared.publish_durable(last_commit);
-        }
-        for (reply, results) in self.replies.drain(..) {
-            reply.send(results);
-        }
+        // The syncer syncs, publishes and answers; a failure set by then turns every
+        // outcome of this batch into `Failed`.
+        let job = SyncJob {
+            segment: self.tail.segment.clone(),
+            last_commit,
+            replies: std::mem::take(&mut self.replies),
+        };
+        self.send(SyncMsg::Job(job));
+    }
+
+    fn send(&self, msg: SyncMsg) {
+        let tx = self
+            .sync_tx
+            .as_ref()
+            .expect("the syncer runs while the writer does");
+        tx.send(msg).expect("the syncer thread exited early");
+    }
+
+    /// Wait until every batch written so far is durable (or failed).
+    fn drain_syncer(&self) {
+        let (done, wait) = std::sync::mpsc::channel();
+        self.send(SyncMsg::Barrier(done));
+        let _ = wait.recv();
     }
 
     /// Check transaction `t`'s conditions and, if they hold, stamp it into the buffer.
@@ -199,8 +206,7 @@ impl Writer {
         let len = span.frames.len() as u64;
         let at = self.tail.offset + self.buf.len() as u64;
         if place(at, len, self.shared.config.segment_bytes) == Placement::Roll {
-            self.flush()?;
-            self.roll()?;
+            self.seal_and_roll()?;
         }
         let stride = self.shared.config.sparse_index_stride_records;
         let base = self.tail.offset + self.buf.len() as u64 - span.frames.start as u64;
@@ -211,11 +217,8 @@ impl Writer {
             self.versions
                 .set(&p.frames[r.key_start as usize..r.key_end as usize], index);
             if self.since_sparse >= stride {
-                self.tail
-                    .segment
-                    .sparse
-                    .lock()
-                    .push((index, base + u64::from(r.frame_start)));
+                let offset = base + u64::from(r.frame_start);
+                self.tail.segment.sparse.lock().push((index, offset));
                 self.since_sparse = 0;
             }
             self.since_sparse += 1;
@@ -227,8 +230,8 @@ impl Writer {
         Ok(Staged::Appended(commit))
     }
 
-    /// Write the buffer at the tail and sync it.
-    fn flush(&mut self) -> Result<(), String> {
+    /// Write the buffer at the tail (into the page cache; the syncer makes it durable).
+    fn write_out(&mut self) -> Result<(), String> {
         if self.buf.is_empty() {
             return Ok(());
         }
@@ -237,33 +240,24 @@ impl Writer {
         seg.file
             .write_all_at(&self.buf, self.tail.offset)
             .map_err(|e| format!("write to {}: {e}", seg.path.display()))?;
-        if self.shared.config.sync == SyncMode::Data {
-            fail::fail_point!(
-                "log::sync",
-                |_| Err("injected fdatasync failure".to_owned())
-            );
-            seg.file
-                .sync_data()
-                .map_err(|e| format!("fdatasync {}: {e}", seg.path.display()))?;
-            self.shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
-        }
-        self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
         self.tail.offset += self.buf.len() as u64;
         self.buf.clear();
         Ok(())
     }
 
-    /// Seal the tail segment and start the next one at the next index.
-    fn roll(&mut self) -> Result<(), String> {
+    /// Seal the tail segment (its bytes synced here, so a sync job only ever needs the
+    /// segment its batch ended in) and start the next one at the next index.
+    fn seal_and_roll(&mut self) -> Result<(), String> {
+        self.write_out()?;
+        if self.shared.config.sync == SyncMode::Data {
+            syncer::sync(&self.shared, &self.tail.segment)?;
+        }
         let dir = &self.shared.dir;
         let first = self.tail.next_index;
         let file = create_segment(dir, first, self.shared.config.segment_bytes)
             .map_err(|e| format!("create segment at {first} in {}: {e}", dir.display()))?;
-        let segment = Arc::new(SegmentHandle::new(
-            first,
-            dir.join(crate::segment::segment_file_name(first)),
-            file,
-        ));
+        let path = dir.join(crate::segment::segment_file_name(first));
+        let segment = Arc::new(SegmentHandle::new(first, path, file));
         self.shared.segments.write().push(segment.clone());
         self.tail = Tail {
             segment,
@@ -284,6 +278,8 @@ impl Writer {
 
     /// Checkpoint the version table, then delete whole segments below `below`, oldest first.
     fn truncate(&mut self, below: Index) -> Result<Index, TruncateError> {
+        // The checkpoint must not claim records that are not durable yet.
+        self.drain_syncer();
         if let Some(cause) = self.shared.failure() {
             return Err(TruncateError::Failed { cause });
         }
@@ -306,7 +302,7 @@ impl Writer {
         }
         for seg in &doomed {
             // Readers holding the handle keep reading the unlinked file; new reads see
-            // `Truncated` once the list is updated below.
+            // `Truncated` once the list is updated.
             {
                 let mut segs = self.shared.segments.write();
                 segs.remove(0);

@@ -1,0 +1,127 @@
+//! The syncer thread: the second stage of group commit.
+//!
+//! The writer stages a batch and writes it into the page cache, then hands the syncer a job
+//! (the segment, the batch's last commit index, the outcomes to deliver) and goes straight on
+//! to stage the next batch. The syncer takes every job queued, fdatasyncs each distinct
+//! segment once, publishes the new durable index, and only then answers the appenders. So the
+//! sync of batch N overlaps the staging and writing of batch N+1, and no append is answered
+//! before its bytes are synced. Jobs are handled in order, so the durable index only grows.
+//!
+//! A failed sync is sticky: the log is marked failed, and this job and every later one are
+//! answered `Failed` (their outcome is unknown) instead of being acknowledged.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+
+use spindle_core::Index;
+
+use crate::config::SyncMode;
+use crate::error::AppendError;
+use crate::file_log::{SegmentHandle, Shared};
+use crate::intake::Reply;
+
+/// Outcomes waiting for a sync.
+pub(crate) type Replies = Vec<(Reply, Vec<Result<Index, AppendError>>)>;
+
+/// One written batch waiting for its sync.
+pub(crate) struct SyncJob {
+    /// The segment the batch ended in (earlier segments were synced when they were sealed).
+    pub segment: Arc<SegmentHandle>,
+    /// The batch's last commit index, `ZERO` if it committed nothing (all conflicts).
+    pub last_commit: Index,
+    pub replies: Replies,
+}
+
+/// Work for the syncer.
+pub(crate) enum SyncMsg {
+    Job(SyncJob),
+    /// Answered once every earlier job is durable (or failed).
+    Barrier(std::sync::mpsc::Sender<()>),
+}
+
+/// Run until the writer hangs up, then finish what is queued.
+pub(crate) fn run(shared: Arc<Shared>, rx: Receiver<SyncMsg>) {
+    let mut jobs = Vec::new();
+    let mut barriers = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            match msg {
+                SyncMsg::Job(job) => jobs.push(job),
+                SyncMsg::Barrier(done) => barriers.push(done),
+            }
+            next = rx.try_recv().ok();
+        }
+        complete(&shared, std::mem::take(&mut jobs));
+        for done in barriers.drain(..) {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// Sync every segment the jobs touched, publish, answer.
+fn complete(shared: &Shared, jobs: Vec<SyncJob>) {
+    if jobs.is_empty() {
+        return;
+    }
+    if shared.failure().is_none() && shared.config.sync == SyncMode::Data {
+        let mut last: Option<&Arc<SegmentHandle>> = None;
+        for job in &jobs {
+            if last.is_some_and(|s| Arc::ptr_eq(s, &job.segment)) {
+                continue;
+            }
+            last = Some(&job.segment);
+            if let Err(cause) = sync(shared, &job.segment) {
+                shared.fail(cause);
+                break;
+            }
+        }
+    }
+    shared
+        .stats
+        .batches
+        .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+    let failure = shared.failure();
+    if failure.is_none() {
+        let durable = jobs
+            .iter()
+            .map(|j| j.last_commit)
+            .max()
+            .unwrap_or(Index::ZERO);
+        let before = shared.durable_index();
+        if durable > before {
+            shared
+                .stats
+                .records
+                .fetch_add(durable.get() - before.get(), Ordering::Relaxed);
+            shared.publish_durable(durable);
+        }
+    }
+    for job in jobs {
+        for (reply, mut results) in job.replies {
+            if let Some(cause) = &failure {
+                for r in &mut results {
+                    if r.is_ok() {
+                        *r = Err(AppendError::Failed {
+                            cause: cause.clone(),
+                        });
+                    }
+                }
+            }
+            reply.send(results);
+        }
+    }
+}
+
+pub(crate) fn sync(shared: &Shared, seg: &SegmentHandle) -> Result<(), String> {
+    fail::fail_point!(
+        "log::sync",
+        |_| Err("injected fdatasync failure".to_owned())
+    );
+    seg.file
+        .sync_data()
+        .map_err(|e| format!("fdatasync {}: {e}", seg.path.display()))?;
+    shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
