@@ -18,15 +18,27 @@ pub fn looks_like_chunk_store(dir: &Path) -> bool {
 pub fn run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let report = verify_store(dir)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&report))?);
+        emit(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&to_json(&report))?
+        ))?;
     } else {
-        print_text(&report);
+        emit(&text(&report))?;
     }
     Ok(if report.is_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Write to stdout; a closed pipe (`spindle inspect DIR | head`) is not an error.
+fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 fn hint_name(h: HintStatus) -> &'static str {
@@ -49,9 +61,13 @@ fn status_text(s: &VolumeStatus) -> String {
     }
 }
 
-fn print_text(r: &VerifyReport) {
-    println!("chunk store {}", r.dir.display());
-    println!(
+/// The report as text; damage also goes to stderr as `error:` lines.
+fn text(r: &VerifyReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(out, "chunk store {}", r.dir.display());
+    let _ = writeln!(
+        out,
         "{} volumes, {} live chunks, {} live bytes, {} garbage bytes",
         r.volumes.len(),
         r.chunks,
@@ -59,7 +75,8 @@ fn print_text(r: &VerifyReport) {
         r.garbage_bytes
     );
     for v in &r.volumes {
-        println!(
+        let _ = writeln!(
+            out,
             "  {}: {} bytes, {} puts, {} tombstones, {} live chunks, {} live bytes, {} garbage bytes, hint {}, {}",
             v.path.display(),
             v.bytes,
@@ -88,7 +105,8 @@ fn print_text(r: &VerifyReport) {
             );
         }
     }
-    println!("{}", if r.is_ok() { "ok" } else { "CORRUPT" });
+    let _ = writeln!(out, "{}", if r.is_ok() { "ok" } else { "CORRUPT" });
+    out
 }
 
 fn to_json(r: &VerifyReport) -> serde_json::Value {
