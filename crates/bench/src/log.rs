@@ -42,7 +42,10 @@ pub struct Args {
     #[arg(long, default_value_t = 20)]
     pub peer_seconds: u64,
     /// Comma-separated systems to run.
-    #[arg(long, default_value = "spindle,spindle-nosync,spindle-single,rocksdb-wal-sync,sqlite-full,device")]
+    #[arg(
+        long,
+        default_value = "spindle,spindle-nosync,spindle-single,rocksdb-wal-sync,sqlite-full,device"
+    )]
     pub systems: String,
     /// Directory for the benchmark's files (a real disk, not tmpfs). Removed afterwards.
     #[arg(long, default_value = "spindle-bench-data")]
@@ -79,7 +82,15 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds")
 }
 
-fn row(system: &str, events: u64, bytes: u64, elapsed: Duration, h: &Histogram<u64>, per_sync: f64, note: String) -> Row {
+fn row(
+    system: &str,
+    events: u64,
+    bytes: u64,
+    elapsed: Duration,
+    h: &Histogram<u64>,
+    per_sync: f64,
+    note: String,
+) -> Row {
     let s = elapsed.as_secs_f64();
     Row {
         system: system.to_owned(),
@@ -95,22 +106,30 @@ fn row(system: &str, events: u64, bytes: u64, elapsed: Duration, h: &Histogram<u
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    anyhow::ensure!(args.events > 0 && args.concurrency > 0, "--events and --concurrency must be > 0");
+    anyhow::ensure!(
+        args.events > 0 && args.concurrency > 0,
+        "--events and --concurrency must be > 0"
+    );
     std::fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
     let systems: Vec<&str> = args.systems.split(',').map(str::trim).collect();
     let mut rows = Vec::new();
     let mut spindle_batch_bytes = None;
     for system in &systems {
-        let dir = tempfile::Builder::new().prefix(system).tempdir_in(&args.dir)?;
+        let dir = tempfile::Builder::new()
+            .prefix(system)
+            .tempdir_in(&args.dir)?;
         eprintln!("bench log: running {system} ...");
         let row = match *system {
             "spindle" => {
-                let (row, batch) = spindle(args, dir.path(), SyncMode::Data, args.group, false)?;
+                let (row, batch) =
+                    spindle(system, args, dir.path(), SyncMode::Data, args.group, false)?;
                 spindle_batch_bytes = Some(batch);
                 row
             }
-            "spindle-nosync" => spindle(args, dir.path(), SyncMode::Off, args.group, false)?.0,
-            "spindle-single" => spindle(args, dir.path(), SyncMode::Data, 1, true)?.0,
+            "spindle-nosync" => {
+                spindle(system, args, dir.path(), SyncMode::Off, args.group, false)?.0
+            }
+            "spindle-single" => spindle(system, args, dir.path(), SyncMode::Data, 1, true)?.0,
             "rocksdb-wal-sync" => rocksdb_peer(args, dir.path())?,
             "sqlite-full" => sqlite_peer(args, dir.path())?,
             "device" => {
@@ -126,7 +145,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.json {
         return print_json(&rows);
     }
-    let base = rows.iter().find(|r| r.system == "spindle").map(|r| r.events_per_s);
+    let base = rows
+        .iter()
+        .find(|r| r.system == "spindle")
+        .map(|r| r.events_per_s);
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -145,7 +167,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         })
         .collect();
     print_table(
-        &["system", "events", "seconds", "events/s", "vs spindle", "MB/s", "p50 ack µs", "p99 ack µs", "events/fsync", "note"],
+        &[
+            "system",
+            "events",
+            "seconds",
+            "events/s",
+            "vs spindle",
+            "MB/s",
+            "p50 ack µs",
+            "p99 ack µs",
+            "events/fsync",
+            "note",
+        ],
         &table,
     );
     Ok(())
@@ -154,12 +187,30 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 /// Spindle's file log driven by one client thread keeping `concurrency` transactions in
 /// flight, handed over in submissions of up to `group` independent transactions (each with
 /// its own commit index and outcome). With `group = 1` every append is its own future.
-fn spindle(args: &Args, dir: &std::path::Path, sync: SyncMode, group: usize, bounded: bool) -> anyhow::Result<(Row, u64)> {
-    let log = FileLog::open(dir, LogConfig { sync, ..LogConfig::default() })?;
+fn spindle(
+    system: &str,
+    args: &Args,
+    dir: &std::path::Path,
+    sync: SyncMode,
+    group: usize,
+    bounded: bool,
+) -> anyhow::Result<(Row, u64)> {
+    let log = FileLog::open(
+        dir,
+        LogConfig {
+            sync,
+            ..LogConfig::default()
+        },
+    )?;
     let value = Value::json(EVENT_JSON)?;
     // Every event on node users/j is the same transaction: build each once and reuse it.
     let txns: Vec<Transaction> = (0..NODES)
-        .map(|j| Ok(Transaction::single(ItemKey::node(key_of(j))?, value.clone())))
+        .map(|j| {
+            Ok(Transaction::single(
+                ItemKey::node(key_of(j))?,
+                value.clone(),
+            ))
+        })
         .collect::<Result<_, spindle_core::InputError>>()?;
     let group = group.clamp(1, args.concurrency);
     let limit = Duration::from_secs(args.peer_seconds);
@@ -169,11 +220,13 @@ fn spindle(args: &Args, dir: &std::path::Path, sync: SyncMode, group: usize, bou
     let done = futures::executor::block_on(async {
         let mut inflight = FuturesUnordered::new();
         let (mut next, mut done, mut outstanding) = (0u64, 0u64, 0usize);
-        while done < next || next == 0 {
+        loop {
             let open = !bounded || start.elapsed() < limit;
             while open && next < args.events && outstanding + group <= args.concurrency.max(group) {
                 let s = (next % NODES) as usize;
-                let n = group.min(NODES as usize - s).min((args.events - next) as usize);
+                let n = group
+                    .min(NODES as usize - s)
+                    .min((args.events - next) as usize);
                 let slice = &txns[s..s + n];
                 let log = &log;
                 inflight.push(async move {
@@ -185,10 +238,13 @@ fn spindle(args: &Args, dir: &std::path::Path, sync: SyncMode, group: usize, bou
                 next += n as u64;
                 outstanding += n;
             }
-            let Some((results, took)) = inflight.next().await else { break };
+            let Some((results, took)) = inflight.next().await else {
+                break;
+            };
             let micros = (took.as_micros() as u64).max(1);
             for r in &results {
-                r.as_ref().map_err(|e| anyhow::anyhow!("append failed: {e}"))?;
+                r.as_ref()
+                    .map_err(|e| anyhow::anyhow!("append failed: {e}"))?;
                 h.record(micros)?;
             }
             outstanding -= results.len();
@@ -199,40 +255,61 @@ fn spindle(args: &Args, dir: &std::path::Path, sync: SyncMode, group: usize, bou
     let elapsed = start.elapsed();
     let stats = log.stats();
     let syncs = stats.syncs.load(std::sync::atomic::Ordering::Relaxed);
-    let batches = stats.batches.load(std::sync::atomic::Ordering::Relaxed).max(1);
+    let batches = stats
+        .batches
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .max(1);
     let durable_bytes = log_bytes(dir)?;
     log.close();
-    let per_sync = if syncs > 0 { done as f64 / syncs as f64 } else { 0.0 };
+    let per_sync = if syncs > 0 {
+        done as f64 / syncs as f64
+    } else {
+        0.0
+    };
     let mut note = match sync {
-        SyncMode::Data => format!("{syncs} fdatasyncs, {:.0} B per sync", durable_bytes as f64 / batches as f64),
+        SyncMode::Data => format!(
+            "{syncs} fdatasyncs, {:.0} B per sync",
+            durable_bytes as f64 / syncs.max(1) as f64
+        ),
         SyncMode::Off => "no fdatasync: not durable".to_owned(),
     };
     note = format!("submissions of {group}; {note}");
     if bounded {
-        note = format!("{note}; {}", deadline_note(done, args.events, args.peer_seconds));
+        note = format!(
+            "{note}; {}",
+            deadline_note(done, args.events, args.peer_seconds)
+        );
     }
-    let system = match (sync, group) {
-        (SyncMode::Off, _) => "spindle-nosync",
-        (SyncMode::Data, 1) if args.group > 1 => "spindle-single",
-        (SyncMode::Data, _) => "spindle",
-    };
-    Ok((row(system, done, bytes, elapsed, &h, per_sync, note), durable_bytes / batches))
+    let per_sync_bytes = durable_bytes / if syncs > 0 { syncs } else { batches };
+    Ok((
+        row(system, done, bytes, elapsed, &h, per_sync, note),
+        per_sync_bytes,
+    ))
 }
 
 /// Bytes of frames in the log's segments.
 fn log_bytes(dir: &std::path::Path) -> anyhow::Result<u64> {
     let report = spindle_log::inspect::inspect(dir)?;
-    Ok(report.segments.iter().map(|s| s.used_bytes - spindle_log::segment::SEGMENT_HEADER_BYTES).sum())
+    Ok(report
+        .segments
+        .iter()
+        .map(|s| s.used_bytes - spindle_log::segment::SEGMENT_HEADER_BYTES)
+        .sum())
 }
 
 fn deadline_note(done: u64, wanted: u64, secs: u64) -> String {
-    if done < wanted { format!("time-bounded: {secs} s, {done} of {wanted} events") } else { String::new() }
+    if done < wanted {
+        format!("time-bounded: {secs} s, {done} of {wanted} events")
+    } else {
+        String::new()
+    }
 }
 
 /// RocksDB: 64 threads doing `sync=true` puts (RocksDB group-commits its WAL across them).
 fn rocksdb_peer(args: &Args, dir: &std::path::Path) -> anyhow::Result<Row> {
     let mut opts = rocksdb::Options::default();
     opts.create_if_missing(true);
+    opts.enable_statistics();
     let db = rocksdb::DB::open(&opts, dir)?;
     let threads = 64u64;
     let limit = Duration::from_secs(args.peer_seconds);
@@ -259,7 +336,10 @@ fn rocksdb_peer(args: &Args, dir: &std::path::Path) -> anyhow::Result<Row> {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("rocksdb thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rocksdb thread"))
+            .collect()
     });
     let elapsed = start.elapsed();
     let mut h = histogram();
@@ -270,11 +350,23 @@ fn rocksdb_peer(args: &Args, dir: &std::path::Path) -> anyhow::Result<Row> {
         bytes += tb;
         h.add(th)?;
     }
-    let syncs = db.property_int_value("rocksdb.wal-file-synced")?.unwrap_or(0);
-    let per_sync = if syncs > 0 { n as f64 / syncs as f64 } else { 0.0 };
+    let syncs = opts.get_ticker_count(rocksdb::statistics::Ticker::WalFileSynced);
+    let per_sync = if syncs > 0 {
+        n as f64 / syncs as f64
+    } else {
+        0.0
+    };
     let mut note = deadline_note(n, args.events, args.peer_seconds);
     note = format!("64 threads; {note}");
-    Ok(row("rocksdb-wal-sync", n, bytes, elapsed, &h, per_sync, note))
+    Ok(row(
+        "rocksdb-wal-sync",
+        n,
+        bytes,
+        elapsed,
+        &h,
+        per_sync,
+        note,
+    ))
 }
 
 /// SQLite: WAL, synchronous=FULL, one transaction per event, one connection.
@@ -282,7 +374,10 @@ fn sqlite_peer(args: &Args, dir: &std::path::Path) -> anyhow::Result<Row> {
     let conn = rusqlite::Connection::open(dir.join("events.db"))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY, item TEXT NOT NULL, value TEXT NOT NULL)", [])?;
+    conn.execute(
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY, item TEXT NOT NULL, value TEXT NOT NULL)",
+        [],
+    )?;
     let limit = Duration::from_secs(args.peer_seconds);
     let mut stmt = conn.prepare("INSERT INTO events (item, value) VALUES (?1, ?2)")?;
     let mut h = histogram();
@@ -307,7 +402,12 @@ fn sqlite_peer(args: &Args, dir: &std::path::Path) -> anyhow::Result<Row> {
 fn device(args: &Args, dir: &std::path::Path, batch_bytes: u64) -> anyhow::Result<Row> {
     use std::os::unix::fs::FileExt;
     let path = dir.join("device.probe");
-    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)?;
     let size = 1u64 << 30;
     file.set_len(size)?;
     let buf = vec![0x5au8; batch_bytes.max(1) as usize];
@@ -332,5 +432,13 @@ fn device(args: &Args, dir: &std::path::Path, batch_bytes: u64) -> anyhow::Resul
     let events = (batches as f64 * events_per_batch) as u64;
     let bytes = events * user_bytes(1);
     let note = format!("{batches} writes of {batch_bytes} B + fdatasync; p50/p99 are per sync");
-    Ok(row("device", events, bytes, elapsed, &h, events_per_batch, note))
+    Ok(row(
+        "device",
+        events,
+        bytes,
+        elapsed,
+        &h,
+        events_per_batch,
+        note,
+    ))
 }
