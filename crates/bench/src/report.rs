@@ -13,7 +13,10 @@ pub fn print_json<T: Serialize>(rows: &[T]) -> anyhow::Result<()> {
 /// Print a Markdown table: a header row and rows of cells.
 pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
     println!("| {} |", header.join(" | "));
-    println!("|{}|", header.iter().map(|_| "---").collect::<Vec<_>>().join("|"));
+    println!(
+        "|{}|",
+        header.iter().map(|_| "---").collect::<Vec<_>>().join("|")
+    );
     for row in rows {
         println!("| {} |", row.join(" | "));
     }
