@@ -165,6 +165,18 @@ impl DiskView {
         &self.db
     }
 
+    /// Write both column families' memtables to table files, atomically (so data and the
+    /// applied index agree on disk even without the WAL).
+    pub fn flush(&self) -> Result<(), ViewError> {
+        let data = self
+            .db
+            .cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
+            .expect("default column family");
+        self.db
+            .flush_cfs_opt(&[data, self.meta_cf()], &rocksdb::FlushOptions::default())
+            .map_err(db_err(&self.dir))
+    }
+
     /// The log index this view's state reflects (0: nothing applied).
     pub fn applied_index(&self) -> Index {
         *self.applied.lock()

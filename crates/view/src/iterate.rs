@@ -10,7 +10,7 @@ use rocksdb::{DBRawIteratorWithThreadMode, ReadOptions, DB};
 use spindle_core::{Index, ItemKind, Partition};
 
 use crate::disk::DiskView;
-use crate::error::IterError;
+use crate::error::{IterError, ViewError};
 use crate::frame::{self, EndFrame, FLAG_PROJECTED, FLAG_TOMBSTONE, FLAG_VALUE};
 use crate::keys;
 
@@ -199,19 +199,39 @@ impl std::fmt::Debug for Iteration<'_> {
     }
 }
 
+fn scan_options(range: Partition) -> ReadOptions {
+    let mut opts = ReadOptions::default();
+    opts.set_iterate_lower_bound(keys::hash_floor(range.lo()));
+    if let Some(hi) = keys::hash_ceiling(range.hi()) {
+        opts.set_iterate_upper_bound(hi);
+    }
+    // A one-pass scan must not evict the blocks that serve point reads.
+    opts.fill_cache(false);
+    opts.set_readahead_size(ITER_READAHEAD_BYTES);
+    opts
+}
+
 impl DiskView {
+    /// Walk every stored entry of `range` with the iteration's read options, touching
+    /// each key and value but decoding nothing: the baseline an iteration is measured
+    /// against. Returns (entries, key and value bytes).
+    pub fn raw_scan(&self, range: Partition) -> Result<(u64, u64), ViewError> {
+        let mut it = self.db().raw_iterator_opt(scan_options(range));
+        it.seek(keys::hash_floor(range.lo()));
+        let (mut entries, mut bytes) = (0u64, 0u64);
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            entries += 1;
+            bytes += (k.len() + v.len()) as u64;
+            it.next();
+        }
+        it.status().map_err(crate::disk::db_err(self.dir()))?;
+        Ok((entries, bytes))
+    }
+
     /// Start an iteration. Bad requests are refused here, before any frame.
     pub fn iterate(&self, req: &IterRequest) -> Result<Iteration<'_>, IterError> {
         let checked = req.check(self.partition(), self.applied_index())?;
-        let mut opts = ReadOptions::default();
-        opts.set_iterate_lower_bound(keys::hash_floor(checked.range.lo()));
-        if let Some(hi) = keys::hash_ceiling(checked.range.hi()) {
-            opts.set_iterate_upper_bound(hi);
-        }
-        // A one-pass scan must not evict the blocks that serve point reads.
-        opts.fill_cache(false);
-        opts.set_readahead_size(ITER_READAHEAD_BYTES);
-        let mut it = self.db().raw_iterator_opt(opts);
+        let mut it = self.db().raw_iterator_opt(scan_options(checked.range));
         it.seek(keys::hash_floor(checked.range.lo()));
         Ok(Iteration {
             view: self,

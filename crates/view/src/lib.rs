@@ -15,6 +15,7 @@ pub mod iterate;
 pub mod keys;
 pub mod memory;
 pub mod select;
+pub mod truncate;
 
 pub use disk::{DiskView, Freshness, Version};
 pub use error::{IterError, SelectError, SkipReason, ViewError};

@@ -1,0 +1,351 @@
+//! Measures iteration against a plain RocksDB scan of the same Disk View data, and a Memory
+//! View booted from Disk Views against one built by replaying the log. A stand-in for
+//! `spindle bench iterate` until the bench crate wires it up.
+//!
+//! `cargo run --release -p spindle-view --example iterate_throughput -- \
+//!    [--nodes N] [--edges M] [--versions V] [--seed S] [--dir DIR]`
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use spindle_core::{Index, ItemKey, Partition, Transaction, Value};
+use spindle_log::{FileLog, LogConfig, SyncMode};
+use spindle_view::frame::{Frame, FrameReader};
+use spindle_view::{
+    follow, select, BootProgress, CatalogEntry, DiskView, IterRequest, MemoryView, Role,
+    SelectRequest,
+};
+
+const VIEWS: u64 = 4;
+const TXN_WRITES: usize = 64;
+const FILL_BYTES: usize = 1 << 20;
+
+struct Args {
+    nodes: u64,
+    edges: u64,
+    versions: u64,
+    seed: u64,
+    dir: std::path::PathBuf,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        nodes: 50_000,
+        edges: 200_000,
+        versions: 4,
+        seed: 1,
+        dir: std::env::temp_dir(),
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    for pair in argv.chunks(2) {
+        let value = pair.get(1).expect("every flag takes a value");
+        match pair[0].as_str() {
+            "--nodes" => a.nodes = value.parse().expect("--nodes N"),
+            "--edges" => a.edges = value.parse().expect("--edges M"),
+            "--versions" => a.versions = value.parse().expect("--versions V"),
+            "--seed" => a.seed = value.parse().expect("--seed S"),
+            "--dir" => a.dir = value.into(),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    a
+}
+
+/// xorshift64*: deterministic and dependency-free.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn item(a: &Args, rng: &mut Rng, i: u64) -> ItemKey {
+    if i < a.nodes {
+        return ItemKey::node(format!("user/{i}")).unwrap();
+    }
+    // Power-law out-degrees: the source index is skewed towards low ids.
+    let u = (rng.below(1 << 20) as f64 / f64::from(1 << 20)).powi(3);
+    let from = (u * a.nodes as f64) as u64;
+    let to = rng.below(a.nodes);
+    ItemKey::edge(format!("user/{from}"), "follows", format!("user/{to}")).unwrap()
+}
+
+fn load(a: &Args, log: &FileLog) -> u64 {
+    let items = a.nodes + a.edges;
+    let mut rng = Rng(a.seed.max(1));
+    let keys: Vec<ItemKey> = (0..items).map(|i| item(a, &mut rng, i)).collect();
+    let mut writes = 0;
+    let mut txns = Vec::new();
+    let mut txn = Transaction::new();
+    // Round 0 writes every item, each later round about half of them: `versions` versions
+    // per item on average.
+    for round in 0..(2 * a.versions).saturating_sub(1).max(1) {
+        for key in &keys {
+            if rng.below(2) == 0 && round > 0 {
+                continue;
+            }
+            let n = rng.below(1000);
+            let value = Value::json(format!(
+                r#"{{"name":"{}","age":{},"city":"c{}","v":{round}}}"#,
+                key.partition_key(),
+                n % 90,
+                n % 50
+            ))
+            .unwrap();
+            txn = txn.write(key.clone(), value);
+            writes += 1;
+            if txn.writes.len() == TXN_WRITES {
+                txns.push(std::mem::take(&mut txn));
+            }
+            if txns.len() == 64 {
+                for r in futures_block_on(log.append_many(&txns)) {
+                    r.unwrap();
+                }
+                txns.clear();
+            }
+        }
+    }
+    if !txn.writes.is_empty() {
+        txns.push(txn);
+    }
+    for r in futures_block_on(log.append_many(&txns)) {
+        r.unwrap();
+    }
+    writes
+}
+
+fn futures_block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+struct Row {
+    system: &'static str,
+    items: u64,
+    bytes: u64,
+    seconds: f64,
+}
+
+fn print(rows: &[Row]) {
+    let base = rows[0].seconds;
+    println!("| system | items | MiB | seconds | MiB/s | items/s | time vs rocksdb-raw |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
+        println!(
+            "| {} | {} | {:.1} | {:.3} | {:.1} | {:.0} | {:.2} |",
+            r.system,
+            r.items,
+            r.bytes as f64 / (1 << 20) as f64,
+            r.seconds,
+            r.bytes as f64 / (1 << 20) as f64 / r.seconds,
+            r.items as f64 / r.seconds,
+            r.seconds / base
+        );
+    }
+}
+
+fn main() {
+    let a = args();
+    let dir = tempfile::Builder::new()
+        .prefix("spindle-iterate-")
+        .tempdir_in(&a.dir)
+        .unwrap();
+    let config = LogConfig {
+        sync: SyncMode::Off,
+        ..LogConfig::default()
+    };
+    let log = FileLog::open(dir.path().join("log"), config).unwrap();
+    let t = Instant::now();
+    let writes = load(&a, &log);
+    eprintln!("loaded {writes} writes into the log in {:.1?}", t.elapsed());
+    let views: Vec<DiskView> = (0..VIEWS)
+        .map(|i| {
+            DiskView::open(
+                dir.path().join(format!("disk{i}")),
+                Partition::nth(i, VIEWS),
+            )
+            .unwrap()
+        })
+        .collect();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for v in &views {
+            let log = &log;
+            s.spawn(move || futures_block_on(follow::catch_up(v, log)).unwrap());
+        }
+    });
+    eprintln!("applied into {VIEWS} disk views in {:.1?}", t.elapsed());
+    for v in &views {
+        v.flush().unwrap();
+    }
+    let mut rows = Vec::new();
+    let catalog: Vec<CatalogEntry> = views
+        .iter()
+        .enumerate()
+        .map(|(i, v)| CatalogEntry {
+            id: format!("disk{i}"),
+            range: v.partition(),
+            applied: v.applied_index(),
+            role: Role::Iteration,
+        })
+        .collect();
+    let by_id: HashMap<String, &DiskView> = catalog
+        .iter()
+        .map(|c| c.id.clone())
+        .zip(views.iter())
+        .collect();
+    // Warm the page cache so the first system measured is not the only cold one.
+    for v in &views {
+        v.raw_scan(v.partition()).unwrap();
+    }
+
+    // rocksdb-raw: a plain iterator over the same key range with the same read options.
+    let (seconds, (items, bytes)) = best_of(|| {
+        let (mut items, mut bytes) = (0u64, 0u64);
+        for v in &views {
+            let (i, b) = v.raw_scan(v.partition()).unwrap();
+            items += i;
+            bytes += b;
+        }
+        (items, bytes)
+    });
+    rows.push(Row {
+        system: "rocksdb-raw",
+        items,
+        bytes,
+        seconds,
+    });
+
+    // iterate-nothing: scans every version, sends (almost) none: the cut is index 1.
+    // Reported against the versions and bytes it scanned, like the raw scan.
+    let (seconds, _) = best_of(|| {
+        for v in &views {
+            let mut req = IterRequest::range(v.partition());
+            req.to = Some(Index::FIRST);
+            drain(v, &req);
+        }
+    });
+    rows.push(Row {
+        system: "iterate-nothing",
+        items,
+        bytes,
+        seconds,
+    });
+
+    // iterate-all: every version delivered to a consumer that decodes each frame.
+    let (seconds, (items, bytes)) = best_of(|| {
+        let (mut items, mut bytes) = (0u64, 0u64);
+        for v in &views {
+            let (i, b) = drain(v, &IterRequest::range(v.partition()));
+            items += i;
+            bytes += b;
+        }
+        (items, bytes)
+    });
+    rows.push(Row {
+        system: "iterate-all",
+        items,
+        bytes,
+        seconds,
+    });
+
+    // boot-memory-diskviews: select sources, iterate them concurrently, latest only.
+    let (seconds, (booted, items, bytes)) = best_of(|| {
+        let plan = select(
+            &catalog,
+            &SelectRequest {
+                range: Partition::ALL,
+                role: Role::Iteration,
+                head: log.durable_index(),
+                lag_records_max: 0,
+            },
+        )
+        .unwrap();
+        let progress = BootProgress::default();
+        let booted = MemoryView::boot(
+            Partition::ALL,
+            &plan,
+            |id| by_id.get(id).copied(),
+            &progress,
+        )
+        .unwrap();
+        let report = progress.report(Instant::now(), None);
+        (booted, report.items, report.bytes)
+    });
+    rows.push(Row {
+        system: "boot-memory-diskviews",
+        items,
+        bytes,
+        seconds,
+    });
+
+    // boot-memory-replay: the same Memory View from the whole log.
+    let (seconds, replayed) = best_of(|| {
+        let replayed = MemoryView::new(Partition::ALL);
+        futures_block_on(replayed.catch_up(&log)).unwrap();
+        replayed
+    });
+    let log_bytes: u64 = std::fs::read_dir(dir.path().join("log"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    rows.push(Row {
+        system: "boot-memory-replay",
+        items: writes,
+        bytes: log_bytes,
+        seconds,
+    });
+    assert_eq!(
+        booted.snapshot(),
+        replayed.snapshot(),
+        "boot and replay must agree"
+    );
+    print(&rows);
+}
+
+/// Runs of each measurement; the fastest counts (these machines are noisy).
+const RUNS: usize = 3;
+
+fn best_of<T>(mut f: impl FnMut() -> T) -> (f64, T) {
+    let mut best: Option<(f64, T)> = None;
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let out = f();
+        let secs = t.elapsed().as_secs_f64();
+        if best.as_ref().is_none_or(|(b, _)| secs < *b) {
+            best = Some((secs, out));
+        }
+    }
+    best.expect("at least one run")
+}
+
+/// Run an iteration to its end with a consumer that decodes every frame.
+fn drain(view: &DiskView, req: &IterRequest) -> (u64, u64) {
+    let mut it = view.iterate(req).unwrap();
+    let mut buf = Vec::with_capacity(FILL_BYTES + (64 << 10));
+    let (mut frames, mut bytes) = (0u64, 0u64);
+    loop {
+        buf.clear();
+        let done = it.fill(&mut buf, FILL_BYTES).unwrap();
+        bytes += buf.len() as u64;
+        for f in FrameReader::new(&buf) {
+            if let Frame::Version(_) = f.unwrap() {
+                frames += 1;
+            }
+        }
+        if done {
+            return (frames, bytes);
+        }
+    }
+}
