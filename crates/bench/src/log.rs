@@ -75,7 +75,13 @@ fn key_of(j: u64) -> String {
 }
 
 fn user_bytes(j: u64) -> u64 {
-    (key_of(j).len() + EVENT_JSON.len()) as u64
+    let node = j % NODES;
+    let digits = if node == 0 {
+        1
+    } else {
+        node.ilog10() as u64 + 1
+    };
+    "users/".len() as u64 + digits + EVENT_JSON.len() as u64
 }
 
 fn histogram() -> Histogram<u64> {
