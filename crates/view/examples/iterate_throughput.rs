@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use spindle_core::{Index, ItemKey, Partition, Transaction, Value};
 use spindle_log::{FileLog, LogConfig, SyncMode};
-use spindle_view::frame::{Frame, FrameReader};
+use spindle_view::frame::{FrameReader, FrameRef};
 use spindle_view::{
     follow, select, BootProgress, CatalogEntry, DiskView, IterRequest, MemoryView, Role,
     SelectRequest,
@@ -243,7 +243,7 @@ fn main() {
         seconds,
     });
 
-    // iterate-all: every version delivered to a consumer that decodes each frame.
+    // iterate-all: every version delivered to a consumer that walks each frame.
     let (seconds, (items, bytes)) = best_of(|| {
         let (mut items, mut bytes) = (0u64, 0u64);
         for v in &views {
@@ -330,7 +330,7 @@ fn best_of<T>(mut f: impl FnMut() -> T) -> (f64, T) {
     best.expect("at least one run")
 }
 
-/// Run an iteration to its end with a consumer that decodes every frame.
+/// Run an iteration to its end with a consumer that walks every frame.
 fn drain(view: &DiskView, req: &IterRequest) -> (u64, u64) {
     let mut it = view.iterate(req).unwrap();
     let mut buf = Vec::with_capacity(FILL_BYTES + (64 << 10));
@@ -339,8 +339,10 @@ fn drain(view: &DiskView, req: &IterRequest) -> (u64, u64) {
         buf.clear();
         let done = it.fill(&mut buf, FILL_BYTES).unwrap();
         bytes += buf.len() as u64;
-        for f in FrameReader::new(&buf) {
-            if let Frame::Version(_) = f.unwrap() {
+        // The consumer walks every frame, borrowing keys and values (no copies).
+        let mut reader = FrameReader::new(&buf);
+        while let Some(f) = reader.next_ref() {
+            if let FrameRef::Version { .. } = f.unwrap() {
                 frames += 1;
             }
         }

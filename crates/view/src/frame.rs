@@ -49,6 +49,46 @@ pub enum Frame {
     End(EndFrame),
 }
 
+/// A frame borrowed from the buffer it was decoded from (no allocation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameRef<'a> {
+    Version {
+        flags: u8,
+        index: Index,
+        /// The core item-key encoding (not validated here; `to_owned_frame` does).
+        key: &'a [u8],
+        value: Option<&'a [u8]>,
+    },
+    End(EndFrame),
+}
+
+impl FrameRef<'_> {
+    /// The owned frame.
+    pub fn to_owned_frame(&self) -> Result<Frame, &'static str> {
+        Ok(match *self {
+            FrameRef::Version {
+                flags,
+                index,
+                key,
+                value,
+            } => Frame::Version(VersionFrame {
+                key: match ItemKey::decode(key) {
+                    Some((k, used)) if used == key.len() => k,
+                    _ => return Err("bad item key"),
+                },
+                index,
+                tombstone: flags & FLAG_TOMBSTONE != 0,
+                projected: flags & FLAG_PROJECTED != 0,
+                value: value
+                    .map(|v| std::str::from_utf8(v).map(str::to_owned))
+                    .transpose()
+                    .map_err(|_| "value is not UTF-8")?,
+            }),
+            FrameRef::End(end) => Frame::End(end),
+        })
+    }
+}
+
 /// Append a version frame. `key` is the core item-key encoding.
 pub fn encode_version(
     out: &mut Vec<u8>,
@@ -119,7 +159,20 @@ impl<'a> FrameReader<'a> {
         Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
     }
 
-    fn decode(&mut self) -> Result<Frame, FrameError> {
+    /// The next frame, borrowed from the buffer; `None` at the end of the buffer. After an
+    /// error the reader is at its end.
+    pub fn next_ref(&mut self) -> Option<Result<FrameRef<'a>, FrameError>> {
+        if self.pos >= self.buf.len() {
+            return None;
+        }
+        let item = self.decode_ref();
+        if item.is_err() {
+            self.pos = self.buf.len();
+        }
+        Some(item)
+    }
+
+    fn decode_ref(&mut self) -> Result<FrameRef<'a>, FrameError> {
         let start = self.pos;
         let bad = |reason| FrameError {
             offset: start,
@@ -134,27 +187,20 @@ impl<'a> FrameReader<'a> {
                 let index = Index::new(self.u64(start)?);
                 let key_len = self.take(2, "short key length", start)?;
                 let key_len = u16::from_le_bytes([key_len[0], key_len[1]]) as usize;
-                let key_bytes = self.take(key_len, "short key", start)?;
-                let key = match ItemKey::decode(key_bytes) {
-                    Some((key, used)) if used == key_len => key,
-                    _ => return Err(bad("bad item key")),
-                };
+                let key = self.take(key_len, "short key", start)?;
                 let value = if flags & FLAG_VALUE != 0 {
                     let len = self.take(4, "short value length", start)?;
                     let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
-                    let bytes = self.take(len, "short value", start)?;
-                    let text = std::str::from_utf8(bytes).map_err(|_| bad("value is not UTF-8"))?;
-                    Some(text.to_owned())
+                    Some(self.take(len, "short value", start)?)
                 } else {
                     None
                 };
-                Ok(Frame::Version(VersionFrame {
-                    key,
+                Ok(FrameRef::Version {
+                    flags,
                     index,
-                    tombstone: flags & FLAG_TOMBSTONE != 0,
-                    projected: flags & FLAG_PROJECTED != 0,
+                    key,
                     value,
-                }))
+                })
             }
             TAG_END => {
                 let cut = Index::new(self.u64(start)?);
@@ -162,25 +208,29 @@ impl<'a> FrameReader<'a> {
                 let hi = self.u64(start)?;
                 let frames = self.u64(start)?;
                 let range = Partition::new(lo, hi).ok_or(bad("bad range"))?;
-                Ok(Frame::End(EndFrame { cut, range, frames }))
+                Ok(FrameRef::End(EndFrame { cut, range, frames }))
             }
             _ => Err(bad("unknown tag")),
         }
     }
 }
 
+/// Owned frames; item keys and values are validated (a borrowed frame's key is not).
 impl Iterator for FrameReader<'_> {
     type Item = Result<Frame, FrameError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.pos >= self.buf.len() {
-            return None;
-        }
-        let item = self.decode();
-        if item.is_err() {
-            self.pos = self.buf.len();
-        }
-        Some(item)
+        let start = self.pos;
+        let frame = self.next_ref()?;
+        Some(frame.and_then(|f| {
+            f.to_owned_frame().map_err(|reason| {
+                self.pos = self.buf.len();
+                FrameError {
+                    offset: start,
+                    reason,
+                }
+            })
+        }))
     }
 }
 

@@ -183,6 +183,8 @@ pub struct Iteration<'v> {
     /// latest-only: the newest wanted version of `item` seen so far.
     pending: Option<(Index, Vec<u8>)>,
     key_buf: Vec<u8>,
+    /// `key_buf` holds the core encoding of `item` (made once per item, when first sent).
+    key_ready: bool,
     /// A value buffer kept for the next `pending` (latest-only), so it is not reallocated.
     spare: Vec<u8>,
     stats: IterStats,
@@ -240,6 +242,7 @@ impl DiskView {
             item: Vec::new(),
             pending: None,
             key_buf: Vec::new(),
+            key_ready: false,
             spare: Vec::new(),
             stats: IterStats::default(),
             done: false,
@@ -296,12 +299,18 @@ impl Iteration<'_> {
         self.stats.versions_scanned += 1;
         if parts.prefix != self.item.as_slice() {
             if let Some((index, value)) = self.pending.take() {
-                let mut frame = FrameOut::new(view, &self.req, &mut self.key_buf, out);
+                let mut frame = FrameOut::new(
+                    view,
+                    &self.req,
+                    (&mut self.key_buf, &mut self.key_ready),
+                    out,
+                );
                 frame.emit(&self.item, index, &value, &mut self.stats)?;
                 self.spare = value;
             }
             self.item.clear();
             self.item.extend_from_slice(parts.prefix);
+            self.key_ready = false;
         }
         if parts.index >= self.req.from && parts.index <= self.req.cut {
             let value = self.it.value().expect("a valid iterator has a value");
@@ -314,7 +323,12 @@ impl Iteration<'_> {
                 buf.extend_from_slice(value);
                 self.pending = Some((parts.index, buf));
             } else {
-                let mut frame = FrameOut::new(view, &self.req, &mut self.key_buf, out);
+                let mut frame = FrameOut::new(
+                    view,
+                    &self.req,
+                    (&mut self.key_buf, &mut self.key_ready),
+                    out,
+                );
                 frame.emit(&self.item, parts.index, value, &mut self.stats)?;
             }
         }
@@ -340,7 +354,12 @@ impl Iteration<'_> {
 
     fn flush_pending(&mut self, out: &mut Vec<u8>) -> Result<(), IterError> {
         if let Some((index, value)) = self.pending.take() {
-            let mut frame = FrameOut::new(self.view, &self.req, &mut self.key_buf, out);
+            let mut frame = FrameOut::new(
+                self.view,
+                &self.req,
+                (&mut self.key_buf, &mut self.key_ready),
+                out,
+            );
             frame.emit(&self.item, index, &value, &mut self.stats)?;
         }
         Ok(())
@@ -364,6 +383,7 @@ struct FrameOut<'a> {
     view: &'a DiskView,
     req: &'a Checked,
     key_buf: &'a mut Vec<u8>,
+    key_ready: &'a mut bool,
     out: &'a mut Vec<u8>,
 }
 
@@ -371,13 +391,14 @@ impl<'a> FrameOut<'a> {
     fn new(
         view: &'a DiskView,
         req: &'a Checked,
-        key_buf: &'a mut Vec<u8>,
+        (key_buf, key_ready): (&'a mut Vec<u8>, &'a mut bool),
         out: &'a mut Vec<u8>,
     ) -> Self {
         FrameOut {
             view,
             req,
             key_buf,
+            key_ready,
             out,
         }
     }
@@ -393,9 +414,12 @@ impl<'a> FrameOut<'a> {
     ) -> Result<(), IterError> {
         let value = keys::split_value(stored)
             .ok_or_else(|| self.view.corrupt(format!("bad value tag at {index}")))?;
-        self.key_buf.clear();
-        keys::transcode_item(item, self.key_buf)
-            .ok_or_else(|| self.view.corrupt(format!("bad key {item:?}")))?;
+        if !*self.key_ready {
+            self.key_buf.clear();
+            keys::transcode_item(item, self.key_buf)
+                .ok_or_else(|| self.view.corrupt(format!("bad key {item:?}")))?;
+            *self.key_ready = true;
+        }
         let projected;
         let (flags, body): (u8, Option<&[u8]>) = match value {
             None => (FLAG_TOMBSTONE, None),

@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
-use spindle_core::{Index, ItemKey, Partition, Record, Value};
+use spindle_core::{Index, ItemKey, Partition, Record};
 use spindle_log::{Log, ReadError};
 
 use crate::disk::DiskView;
 use crate::error::{IterError, ViewError};
-use crate::frame::{Frame, FrameReader};
+use crate::frame::{FrameReader, FrameRef};
 use crate::iterate::IterRequest;
 use crate::select::Plan;
 
@@ -24,10 +24,54 @@ pub const TAIL_BATCH_RECORDS_MAX: usize = 4096;
 /// Live items: key → (version, JSON object).
 pub type Items = HashMap<ItemKey, (Index, String)>;
 
-#[derive(Debug, Default)]
+type Hasher = foldhash::fast::RandomState;
+
+/// Items of one hash range, keyed by their core key encoding (one allocation per key,
+/// fast to hash).
+#[derive(Debug)]
+struct Shard {
+    range: Partition,
+    items: HashMap<Box<[u8]>, (Index, String), Hasher>,
+}
+
+impl Shard {
+    fn new(range: Partition) -> Self {
+        Shard {
+            range,
+            items: HashMap::default(),
+        }
+    }
+}
+
+/// Shards tile the view's partition in hash order; a boot fills one per source, in
+/// parallel, with no merge afterwards.
+#[derive(Debug)]
 struct State {
-    items: Items,
+    shards: Vec<Shard>,
     applied: Index,
+}
+
+impl State {
+    fn shard(&self, hash: u32) -> &Shard {
+        let i = self
+            .shards
+            .partition_point(|s| s.range.lo() <= u64::from(hash));
+        &self.shards[i - 1]
+    }
+
+    fn shard_mut(&mut self, hash: u32) -> &mut Shard {
+        let i = self
+            .shards
+            .partition_point(|s| s.range.lo() <= u64::from(hash));
+        &mut self.shards[i - 1]
+    }
+
+    fn get(&self, key: &ItemKey) -> Option<(Index, String)> {
+        self.shard(key.hash())
+            .items
+            .get(key.to_bytes().as_slice())
+            .cloned()
+    }
 }
 
 /// Latest values of the live items of one partition.
@@ -87,7 +131,10 @@ impl MemoryView {
     pub fn new(partition: Partition) -> Self {
         MemoryView {
             partition,
-            state: RwLock::new(State::default()),
+            state: RwLock::new(State {
+                shards: vec![Shard::new(partition)],
+                applied: Index::ZERO,
+            }),
         }
     }
 
@@ -101,7 +148,7 @@ impl MemoryView {
 
     /// Live items held.
     pub fn len(&self) -> usize {
-        self.state.read().items.len()
+        self.state.read().shards.iter().map(|s| s.items.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -110,20 +157,38 @@ impl MemoryView {
 
     /// The latest version of a live item: its index and JSON object.
     pub fn get(&self, key: &ItemKey) -> Option<(Index, String)> {
-        self.state.read().items.get(key).cloned()
+        if !self.partition.contains(key.hash()) {
+            return None;
+        }
+        self.state.read().get(key)
     }
 
     /// `get` for many keys under one lock, so all answers come from one applied index.
     pub fn multiget(&self, keys: &[ItemKey]) -> (Index, Vec<Option<(Index, String)>>) {
         let state = self.state.read();
-        let values = keys.iter().map(|k| state.items.get(k).cloned()).collect();
+        let values = keys
+            .iter()
+            .map(|k| {
+                self.partition
+                    .contains(k.hash())
+                    .then(|| state.get(k))
+                    .flatten()
+            })
+            .collect();
         (state.applied, values)
     }
 
     /// Every live item (for tests and dumps).
     pub fn snapshot(&self) -> (Index, Items) {
         let state = self.state.read();
-        (state.applied, state.items.clone())
+        let mut items = Items::new();
+        for shard in &state.shards {
+            for (key, value) in &shard.items {
+                let (key, _) = ItemKey::decode(key).expect("memory view keys are valid");
+                items.insert(key, value.clone());
+            }
+        }
+        (state.applied, items)
     }
 
     /// Apply log records continuing the applied prefix (ending on a commit), all under one
@@ -145,8 +210,19 @@ impl MemoryView {
             return Err(ViewError::PartialTransaction { last: last.index });
         }
         for r in fresh {
-            if self.partition.contains(r.key.hash()) {
-                set(&mut state.items, r.key.clone(), r.index, &r.value);
+            let hash = r.key.hash();
+            if self.partition.contains(hash) {
+                let shard = state.shard_mut(hash);
+                match r.value.as_json() {
+                    Some(json) => {
+                        shard
+                            .items
+                            .insert(r.key.to_bytes().into(), (r.index, json.to_owned()));
+                    }
+                    None => {
+                        shard.items.remove(r.key.to_bytes().as_slice());
+                    }
+                }
             }
         }
         state.applied = last.index;
@@ -197,75 +273,69 @@ impl MemoryView {
         progress
             .sources_total
             .store(requests.len() as u64, Ordering::Relaxed);
-        let parts: Vec<Result<Items, IterError>> = std::thread::scope(|s| {
+        let parts: Vec<Result<Shard, IterError>> = std::thread::scope(|s| {
             let handles: Vec<_> = requests
                 .iter()
-                .map(|(view, req)| {
-                    s.spawn(move || boot_source(view, req, partition, plan.cut, progress))
-                })
+                .map(|(view, req)| s.spawn(move || boot_source(view, req, plan.cut, progress)))
                 .collect();
             handles
                 .into_iter()
                 .map(|h| h.join().expect("boot source thread panicked"))
                 .collect()
         });
-        let mut items = HashMap::new();
-        for part in parts {
-            items.extend(part?);
+        let shards = parts.into_iter().collect::<Result<Vec<Shard>, _>>()?;
+        let mut at = partition.lo();
+        for shard in &shards {
+            assert_eq!(
+                shard.range.lo(),
+                at,
+                "plan sources tile the view's partition"
+            );
+            at = shard.range.hi();
         }
+        assert_eq!(at, partition.hi(), "plan sources tile the view's partition");
         Ok(MemoryView {
             partition,
             state: RwLock::new(State {
-                items,
+                shards,
                 applied: plan.cut,
             }),
         })
     }
 }
 
-fn set(items: &mut Items, key: ItemKey, index: Index, value: &Value) {
-    match value.as_json() {
-        Some(json) => {
-            items.insert(key, (index, json.to_owned()));
-        }
-        None => {
-            items.remove(&key);
-        }
-    }
-}
-
-/// Iterate one source to the cut and collect the live items of `partition` it sends.
+/// Iterate one source to the cut and collect the live items it sends into a shard of its
+/// range.
 fn boot_source(
     view: &DiskView,
     req: &IterRequest,
-    partition: Partition,
     cut: Index,
     progress: &BootProgress,
-) -> Result<Items, IterError> {
+) -> Result<Shard, IterError> {
     let mut it = view.iterate(req)?;
     assert_eq!(it.cut(), cut, "a source serves the plan's cut");
-    let mut items = HashMap::new();
+    let mut shard = Shard::new(it.request().range);
     let mut buf = Vec::with_capacity(BOOT_BATCH_BYTES + (64 << 10));
     loop {
         buf.clear();
         let done = it.fill(&mut buf, BOOT_BATCH_BYTES)?;
         let mut frames = 0;
-        for frame in FrameReader::new(&buf) {
+        let mut reader = FrameReader::new(&buf);
+        while let Some(frame) = reader.next_ref() {
             let frame = frame.map_err(|e| view.corrupt(e.to_string()))?;
-            let Frame::Version(v) = frame else { continue };
-            // Invariant 6, and latest-only: one version per item, none above the cut.
-            assert!(
-                v.index <= cut,
-                "{} at {} is above the cut {cut}",
-                v.key,
-                v.index
-            );
-            frames += 1;
-            if !partition.contains(v.key.hash()) {
+            let FrameRef::Version {
+                index, key, value, ..
+            } = frame
+            else {
                 continue;
-            }
-            if let Some(json) = v.value {
-                let previous = items.insert(v.key, (v.index, json));
+            };
+            // Invariant 6, and latest-only: one version per item, none above the cut.
+            assert!(index <= cut, "a version at {index} is above the cut {cut}");
+            frames += 1;
+            if let Some(json) = value {
+                let json = std::str::from_utf8(json)
+                    .map_err(|_| view.corrupt(format!("value at {index} is not UTF-8")))?;
+                let previous = shard.items.insert(key.into(), (index, json.to_owned()));
                 assert!(previous.is_none(), "latest-only sent an item twice");
             }
         }
@@ -275,7 +345,7 @@ fn boot_source(
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
         if done {
             progress.sources_done.fetch_add(1, Ordering::Relaxed);
-            return Ok(items);
+            return Ok(shard);
         }
     }
 }
