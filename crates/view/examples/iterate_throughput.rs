@@ -280,7 +280,7 @@ fn main() {
             &progress,
         )
         .unwrap();
-        let report = progress.report(Instant::now(), None);
+        let report = progress.report(std::time::Duration::from_secs(1), None);
         (booted, report.items, report.bytes)
     });
     rows.push(Row {
@@ -293,7 +293,7 @@ fn main() {
     // boot-memory-replay: the same Memory View from the whole log.
     let (seconds, replayed) = best_of(|| {
         let replayed = MemoryView::new(Partition::ALL);
-        futures_block_on(replayed.catch_up(&log)).unwrap();
+        futures_block_on(follow::catch_up(&replayed, &log)).unwrap();
         replayed
     });
     let log_bytes: u64 = std::fs::read_dir(dir.path().join("log"))

@@ -443,6 +443,16 @@ impl DiskView {
     }
 }
 
+impl crate::follow::Applier for DiskView {
+    fn applied_index(&self) -> Index {
+        DiskView::applied_index(self)
+    }
+
+    fn apply(&self, records: &[Record]) -> Result<Index, ViewError> {
+        DiskView::apply(self, records)
+    }
+}
+
 fn decode_partition(bytes: &[u8]) -> Option<Partition> {
     let lo = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
     let hi = u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);

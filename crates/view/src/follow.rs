@@ -1,12 +1,20 @@
-//! Feeding a Disk View from the log: catch up to the durable index, or follow it until told
-//! to stop. Works over any `Log` implementation.
+//! Feeding a view from the log: catch up to the durable index, or follow it until told to
+//! stop. Works for every view (`Applier`) over any `Log` implementation.
 
-use spindle_core::Index;
+use spindle_core::{Index, Record};
 use spindle_log::{Log, ReadError, Tail};
 use tokio::sync::watch;
 
-use crate::disk::DiskView;
 use crate::error::ViewError;
+
+/// A view derived from the log by applying its records in order.
+pub trait Applier: Sync {
+    /// The index the view's state reflects.
+    fn applied_index(&self) -> Index;
+    /// Apply records that continue the applied prefix and end on a commit record; records
+    /// at or below the applied index are skipped.
+    fn apply(&self, records: &[Record]) -> Result<Index, ViewError>;
+}
 
 /// Records asked of the log per read while feeding a view (reads end on a transaction
 /// boundary, so a batch may be a little larger).
@@ -20,7 +28,7 @@ fn read_error(next: Index, e: ReadError) -> ViewError {
 }
 
 /// Apply every record that is durable in `log` now. Returns the applied index.
-pub async fn catch_up<L: Log>(view: &DiskView, log: &L) -> Result<Index, ViewError> {
+pub async fn catch_up<V: Applier + ?Sized, L: Log>(view: &V, log: &L) -> Result<Index, ViewError> {
     loop {
         let applied = view.applied_index();
         if applied >= log.durable_index() {
@@ -40,8 +48,8 @@ pub async fn catch_up<L: Log>(view: &DiskView, log: &L) -> Result<Index, ViewErr
 
 /// Follow `log` into `view` from its applied index until `stop` holds `true` (or its sender
 /// is dropped). Returns the applied index when it stops.
-pub async fn follow<L: Log>(
-    view: &DiskView,
+pub async fn follow<V: Applier + ?Sized, L: Log>(
+    view: &V,
     log: L,
     mut stop: watch::Receiver<bool>,
 ) -> Result<Index, ViewError> {

@@ -133,7 +133,7 @@ impl IterRequest {
 }
 
 /// RFC 6901 syntax for one property: `/` then reference tokens, `~` only as `~0` or `~1`.
-fn check_pointer(p: &str) -> Result<(), &'static str> {
+pub(crate) fn check_pointer(p: &str) -> Result<(), &'static str> {
     if p.is_empty() {
         return Err("the empty pointer names the whole object, not one property");
     }
@@ -443,7 +443,7 @@ impl<'a> FrameOut<'a> {
 }
 
 /// The JSON text of the property at `pointer`, or `None` if the object lacks it.
-fn project(json: &[u8], pointer: &str) -> Result<Option<String>, serde_json::Error> {
+pub(crate) fn project(json: &[u8], pointer: &str) -> Result<Option<String>, serde_json::Error> {
     let value: serde_json::Value = serde_json::from_slice(json)?;
     value
         .pointer(pointer)

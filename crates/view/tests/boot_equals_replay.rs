@@ -10,15 +10,9 @@ use std::collections::HashMap;
 use common::*;
 use proptest::prelude::*;
 use spindle_core::{Index, Partition};
-use spindle_view::{select, BootProgress, CatalogEntry, DiskView, MemoryView, Role, SelectRequest};
-
-/// Apply whole transactions until the view reaches `target` (or the log's end).
-fn step_to(view: &DiskView, log: &spindle_log::FileLog, target: Index) {
-    while view.applied_index() < target.min(log.durable_index()) {
-        let records = log.read(view.applied_index().next(), 1).unwrap();
-        view.apply(&records).unwrap();
-    }
-}
+use spindle_view::{
+    follow, select, BootProgress, CatalogEntry, DiskView, MemoryView, Role, SelectRequest,
+};
 
 fn run(
     sources_n: u64,
@@ -90,10 +84,10 @@ fn run(
         MemoryView::boot(target, &plan, |id| by_id.get(id).copied(), &progress).unwrap()
     });
     assert_eq!(booted.applied_index(), plan.cut);
-    rt.block_on(booted.catch_up(&log)).unwrap();
+    rt.block_on(follow::catch_up(&booted, &log)).unwrap();
 
     let replayed = MemoryView::new(target);
-    rt.block_on(replayed.catch_up(&log)).unwrap();
+    rt.block_on(follow::catch_up(&replayed, &log)).unwrap();
     assert_eq!(booted.snapshot(), replayed.snapshot());
 
     // And both equal the reference: the newest live version of every item in range.

@@ -36,7 +36,7 @@ fn run(partition: Partition, txns: Vec<TxnSpec>, stop_after: usize) {
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let follower = {
         let (view, log) = (view.clone(), log.clone());
-        rt.spawn(async move { follow::follow(&view, log, stop_rx).await })
+        rt.spawn(async move { follow::follow(&*view, log, stop_rx).await })
     };
     // Writes race the follower; stop it part-way, wherever it happens to be.
     let stop_after = stop_after % (txns.len() + 1);

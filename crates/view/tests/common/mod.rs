@@ -142,3 +142,58 @@ pub fn frames_to_versions(frames: &[VersionFrame]) -> Versions {
     }
     out
 }
+
+/// Apply whole transactions until `view` reaches `target` (or the log's end).
+pub fn step_to(view: &DiskView, log: &FileLog, target: Index) {
+    while view.applied_index() < target.min(log.durable_index()) {
+        let records = log.read(view.applied_index().next(), 1).unwrap();
+        view.apply(&records).unwrap();
+    }
+}
+
+/// `n` Disk Views of the n-way partitioning, named `disk{i}`, each `lags[i]` records (or
+/// fewer, to a transaction boundary) behind the log's end.
+pub fn disk_views(dir: &std::path::Path, log: &FileLog, n: u64, lags: &[u8]) -> Vec<DiskView> {
+    let views: Vec<DiskView> = (0..n)
+        .map(|i| DiskView::open(dir.join(format!("disk{i}")), Partition::nth(i, n)).unwrap())
+        .collect();
+    for (i, view) in views.iter().enumerate() {
+        let lag = u64::from(lags[i % lags.len()]);
+        step_to(
+            view,
+            log,
+            Index::new(log.durable_index().get().saturating_sub(lag)),
+        );
+    }
+    views
+}
+
+/// The catalog entry of each view (named as `disk_views` names them).
+pub fn catalog(views: &[DiskView]) -> Vec<spindle_view::CatalogEntry> {
+    views
+        .iter()
+        .enumerate()
+        .map(|(i, v)| spindle_view::CatalogEntry {
+            id: format!("disk{i}"),
+            range: v.partition(),
+            applied: v.applied_index(),
+            role: spindle_view::Role::Iteration,
+        })
+        .collect()
+}
+
+/// A plan for `target` from every view, however far behind.
+pub fn plan(views: &[DiskView], target: Partition, head: Index) -> spindle_view::Plan {
+    let req = spindle_view::SelectRequest {
+        range: target,
+        role: spindle_view::Role::Iteration,
+        head,
+        lag_records_max: u64::MAX,
+    };
+    spindle_view::select(&catalog(views), &req).unwrap()
+}
+
+/// Look a view up by the name `disk_views` gave it.
+pub fn by_name<'v>(views: &'v [DiskView]) -> impl Fn(&str) -> Option<&'v DiskView> {
+    |id| views.get(id.strip_prefix("disk")?.parse::<usize>().ok()?)
+}
