@@ -24,6 +24,14 @@ use crate::report::{print_json, print_table};
 
 const EVENT_JSON: &str = r#"{"Type":"ItemCreated","ItemId":"1324"}"#;
 const NODES: u64 = 10_000;
+const SYSTEMS: [&str; 6] = [
+    "spindle",
+    "spindle-nosync",
+    "spindle-single",
+    "rocksdb-wal-sync",
+    "sqlite-full",
+    "device",
+];
 
 /// Options of `spindle bench log`.
 #[derive(Debug, Clone, clap::Args)]
@@ -116,8 +124,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         args.events > 0 && args.concurrency > 0,
         "--events and --concurrency must be > 0"
     );
-    std::fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
     let systems: Vec<&str> = args.systems.split(',').map(str::trim).collect();
+    for system in &systems {
+        anyhow::ensure!(
+            SYSTEMS.contains(system),
+            "unknown system {system:?}; known: {}",
+            SYSTEMS.join(", ")
+        );
+    }
+    std::fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
     let mut rows = Vec::new();
     let mut spindle_batch_bytes = None;
     for system in &systems {

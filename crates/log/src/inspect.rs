@@ -67,6 +67,19 @@ pub fn inspect(dir: &Path) -> Result<InspectReport, OpenError> {
                 })
             }
         };
+    let segments = crate::segment::list_segments(dir).map_err(|source| OpenError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    if segments.is_empty() {
+        return Err(OpenError::Io {
+            path: dir.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no log segments (*.seg) here: not a Spindle log",
+            ),
+        });
+    }
     let floor = as_of.unwrap_or(Index::ZERO);
     let scan = scan_dir(dir, u64::MAX, |index, key| {
         if index > floor {
