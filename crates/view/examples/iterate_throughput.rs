@@ -3,7 +3,10 @@
 //! `spindle bench iterate` until the bench crate wires it up.
 //!
 //! `cargo run --release -p spindle-view --example iterate_throughput -- \
-//!    [--nodes N] [--edges M] [--versions V] [--seed S] [--dir DIR]`
+//!    [--nodes N] [--edges M] [--versions V] [--seed S] [--dir DIR] [--json true]`
+//!
+//! Prints a Markdown table, or with `--json true` one object per measurement:
+//! `system, items, bytes, seconds, mib_per_s`. Each measurement is the fastest of three runs.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -26,6 +29,7 @@ struct Args {
     versions: u64,
     seed: u64,
     dir: std::path::PathBuf,
+    json: bool,
 }
 
 fn args() -> Args {
@@ -35,6 +39,7 @@ fn args() -> Args {
         versions: 4,
         seed: 1,
         dir: std::env::temp_dir(),
+        json: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -45,6 +50,7 @@ fn args() -> Args {
             "--versions" => a.versions = value.parse().expect("--versions V"),
             "--seed" => a.seed = value.parse().expect("--seed S"),
             "--dir" => a.dir = value.into(),
+            "--json" => a.json = value.parse().expect("--json true|false"),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -137,6 +143,22 @@ struct Row {
     seconds: f64,
 }
 
+fn print_json(rows: &[Row]) {
+    for r in rows {
+        let mib_per_s = r.bytes as f64 / (1 << 20) as f64 / r.seconds;
+        println!(
+            "{}",
+            serde_json::json!({
+                "system": r.system,
+                "items": r.items,
+                "bytes": r.bytes,
+                "seconds": r.seconds,
+                "mib_per_s": mib_per_s,
+            })
+        );
+    }
+}
+
 fn print(rows: &[Row]) {
     let base = rows[0].seconds;
     println!("| system | items | MiB | seconds | MiB/s | items/s | time vs rocksdb-raw |");
@@ -189,7 +211,6 @@ fn main() {
     for v in &views {
         v.flush().unwrap();
     }
-    let mut rows = Vec::new();
     let catalog: Vec<CatalogEntry> = views
         .iter()
         .enumerate()
@@ -205,63 +226,7 @@ fn main() {
         .map(|c| c.id.clone())
         .zip(views.iter())
         .collect();
-    // Warm the page cache so the first system measured is not the only cold one.
-    for v in &views {
-        v.raw_scan(v.partition()).unwrap();
-    }
-
-    // rocksdb-raw: a plain iterator over the same key range with the same read options.
-    let (seconds, (items, bytes)) = best_of(|| {
-        let (mut items, mut bytes) = (0u64, 0u64);
-        for v in &views {
-            let (i, b) = v.raw_scan(v.partition()).unwrap();
-            items += i;
-            bytes += b;
-        }
-        (items, bytes)
-    });
-    rows.push(Row {
-        system: "rocksdb-raw",
-        items,
-        bytes,
-        seconds,
-    });
-
-    // iterate-nothing: scans every version, sends (almost) none: the cut is index 1.
-    // Reported against the versions and bytes it scanned, like the raw scan.
-    let (seconds, _) = best_of(|| {
-        for v in &views {
-            let mut req = IterRequest::range(v.partition());
-            req.to = Some(Index::FIRST);
-            drain(v, &req);
-        }
-    });
-    rows.push(Row {
-        system: "iterate-nothing",
-        items,
-        bytes,
-        seconds,
-    });
-
-    // iterate-all: every version delivered to a consumer that walks each frame.
-    let (seconds, (items, bytes)) = best_of(|| {
-        let (mut items, mut bytes) = (0u64, 0u64);
-        for v in &views {
-            let (i, b) = drain(v, &IterRequest::range(v.partition()));
-            items += i;
-            bytes += b;
-        }
-        (items, bytes)
-    });
-    rows.push(Row {
-        system: "iterate-all",
-        items,
-        bytes,
-        seconds,
-    });
-
-    // boot-memory-diskviews: select sources, iterate them concurrently, latest only.
-    let (seconds, (booted, items, bytes)) = best_of(|| {
+    let boot = || {
         let plan = select(
             &catalog,
             &SelectRequest {
@@ -280,55 +245,109 @@ fn main() {
             &progress,
         )
         .unwrap();
-        let report = progress.report(std::time::Duration::from_secs(1), None);
-        (booted, report.items, report.bytes)
-    });
-    rows.push(Row {
-        system: "boot-memory-diskviews",
-        items,
-        bytes,
-        seconds,
-    });
-
-    // boot-memory-replay: the same Memory View from the whole log.
-    let (seconds, replayed) = best_of(|| {
+        (booted, progress)
+    };
+    let replay = || {
         let replayed = MemoryView::new(Partition::ALL);
         futures_block_on(follow::catch_up(&replayed, &log)).unwrap();
         replayed
-    });
+    };
     let log_bytes: u64 = std::fs::read_dir(dir.path().join("log"))
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().len())
         .sum();
-    rows.push(Row {
-        system: "boot-memory-replay",
-        items: writes,
-        bytes: log_bytes,
-        seconds,
+    let raw_totals = views.iter().fold((0, 0), |(i, b), v| {
+        let (vi, vb) = v.raw_scan(v.partition()).unwrap(); // also warms the page cache
+        (i + vi, b + vb)
     });
+
+    // Each system returns (items, bytes) and is timed; runs are interleaved across systems
+    // so machine noise spreads over all of them, and the fastest run of each counts.
+    type Measure<'a> = Box<dyn FnMut() -> (u64, u64) + 'a>;
+    let mut systems: Vec<(&'static str, Measure)> = vec![
+        // A plain iterator over the same key ranges with the same read options.
+        (
+            "rocksdb-raw",
+            Box::new(|| {
+                views.iter().fold((0, 0), |(i, b), v| {
+                    let (vi, vb) = v.raw_scan(v.partition()).unwrap();
+                    (i + vi, b + vb)
+                })
+            }),
+        ),
+        // Scans every version, sends (almost) none: the cut is index 1. Reported against
+        // what it scanned, like the raw scan.
+        (
+            "iterate-nothing",
+            Box::new(|| {
+                for v in &views {
+                    let mut req = IterRequest::range(v.partition());
+                    req.to = Some(Index::FIRST);
+                    drain(v, &req);
+                }
+                raw_totals
+            }),
+        ),
+        // Every version delivered to a consumer that walks each frame.
+        (
+            "iterate-all",
+            Box::new(|| {
+                views.iter().fold((0, 0), |(i, b), v| {
+                    let (vi, vb) = drain(v, &IterRequest::range(v.partition()));
+                    (i + vi, b + vb)
+                })
+            }),
+        ),
+        // Select sources, iterate them concurrently, latest only.
+        (
+            "boot-memory-diskviews",
+            Box::new(|| {
+                let (_, progress) = boot();
+                let r = progress.report(std::time::Duration::from_secs(1), None);
+                (r.items, r.bytes)
+            }),
+        ),
+        // The same Memory View from the whole log.
+        (
+            "boot-memory-replay",
+            Box::new(|| {
+                replay();
+                (writes, log_bytes)
+            }),
+        ),
+    ];
+    let mut rows: Vec<Row> = Vec::new();
+    for _ in 0..RUNS {
+        for (i, (system, measure)) in systems.iter_mut().enumerate() {
+            let t = Instant::now();
+            let (items, bytes) = measure();
+            let seconds = t.elapsed().as_secs_f64();
+            match rows.get_mut(i) {
+                Some(row) => row.seconds = row.seconds.min(seconds),
+                None => rows.push(Row {
+                    system,
+                    items,
+                    bytes,
+                    seconds,
+                }),
+            }
+        }
+    }
+    drop(systems);
     assert_eq!(
-        booted.snapshot(),
-        replayed.snapshot(),
+        boot().0.snapshot(),
+        replay().snapshot(),
         "boot and replay must agree"
     );
-    print(&rows);
+    if a.json {
+        print_json(&rows);
+    } else {
+        print(&rows);
+    }
 }
 
 /// Runs of each measurement; the fastest counts (these machines are noisy).
-const RUNS: usize = 3;
-
-fn best_of<T>(mut f: impl FnMut() -> T) -> (f64, T) {
-    let mut best: Option<(f64, T)> = None;
-    for _ in 0..RUNS {
-        let t = Instant::now();
-        let out = f();
-        let secs = t.elapsed().as_secs_f64();
-        if best.as_ref().is_none_or(|(b, _)| secs < *b) {
-            best = Some((secs, out));
-        }
-    }
-    best.expect("at least one run")
-}
+const RUNS: usize = 5;
 
 /// Run an iteration to its end with a consumer that walks every frame.
 fn drain(view: &DiskView, req: &IterRequest) -> (u64, u64) {
