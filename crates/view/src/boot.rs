@@ -63,6 +63,8 @@ impl BootProgress {
 /// One version frame as a booting view receives it (borrowed from the batch buffer).
 #[derive(Clone, Copy, Debug)]
 pub struct BootFrame<'a> {
+    /// The Disk View the frame came from (to blame it for bad data).
+    pub source: &'a DiskView,
     pub index: Index,
     /// Frame flags (`frame::FLAG_*`).
     pub flags: u8,
@@ -73,15 +75,15 @@ pub struct BootFrame<'a> {
 
 /// Iterate every source of `plan` concurrently (one thread each) with the filters of
 /// `template` (its range and `to` are replaced by each source's range and the plan's cut).
-/// `init` makes one accumulator per source range; `on_frame` folds each frame into it (an
-/// error string means the source sent bad data). Returns the accumulators in plan order.
+/// `init` makes one accumulator per source range; `on_frame` folds each frame into it.
+/// Returns the accumulators in plan order.
 pub fn iterate_plan<'v, T: Send>(
     plan: &Plan,
     view_of: impl Fn(&str) -> Option<&'v DiskView>,
     template: &IterRequest,
     progress: &BootProgress,
     init: impl Fn(Partition) -> T + Sync,
-    on_frame: impl Fn(&mut T, BootFrame<'_>) -> Result<(), String> + Sync,
+    on_frame: impl Fn(&mut T, BootFrame<'_>) -> Result<(), IterError> + Sync,
 ) -> Result<Vec<T>, IterError> {
     let mut requests = Vec::with_capacity(plan.sources.len());
     for source in &plan.sources {
@@ -118,7 +120,7 @@ fn iterate_source<T>(
     cut: Index,
     progress: &BootProgress,
     init: &impl Fn(Partition) -> T,
-    on_frame: &impl Fn(&mut T, BootFrame<'_>) -> Result<(), String>,
+    on_frame: &impl Fn(&mut T, BootFrame<'_>) -> Result<(), IterError>,
 ) -> Result<T, IterError> {
     let mut it = view.iterate(req)?;
     assert_eq!(it.cut(), cut, "a source serves the plan's cut");
@@ -144,12 +146,13 @@ fn iterate_source<T>(
             assert!(index <= cut, "a version at {index} is above the cut {cut}");
             frames += 1;
             let frame = BootFrame {
+                source: view,
                 index,
                 flags,
                 key,
                 value,
             };
-            on_frame(&mut acc, frame).map_err(|e| view.corrupt(e))?;
+            on_frame(&mut acc, frame)?;
         }
         progress.items.fetch_add(frames, Ordering::Relaxed);
         progress

@@ -22,6 +22,8 @@ pub const META_CF: &str = "meta";
 pub const META_APPLIED: &[u8] = b"applied";
 /// Meta key: the partition, lo u64 LE | hi u64 LE.
 pub const META_PARTITION: &[u8] = b"partition";
+/// Meta key: present while a boot from iteration is filling the view: its cut, u64 LE.
+pub const META_BOOTING: &[u8] = b"booting";
 /// Meta key: the layout version, u32 LE.
 pub const META_FORMAT: &[u8] = b"format";
 /// The layout version this code writes and reads.
@@ -77,6 +79,21 @@ impl DiskView {
     /// Open (or create) the view of `partition` in `dir`. A directory that holds another
     /// partition or another layout version is refused.
     pub fn open(dir: impl AsRef<Path>, partition: Partition) -> Result<DiskView, ViewError> {
+        let view = Self::open_any(dir, partition)?;
+        if let Some(cut) = view.booting()? {
+            return Err(ViewError::BootIncomplete {
+                dir: view.dir.clone(),
+                cut,
+            });
+        }
+        Ok(view)
+    }
+
+    /// Open without refusing an unfinished boot (for `boot`, which resumes it).
+    pub(crate) fn open_any(
+        dir: impl AsRef<Path>,
+        partition: Partition,
+    ) -> Result<DiskView, ViewError> {
         let dir = dir.as_ref().to_path_buf();
         let opts = db_options();
         let cfs = [
@@ -140,7 +157,21 @@ impl DiskView {
         Ok(Index::new(u64::from_le_bytes(raw)))
     }
 
-    fn meta_cf(&self) -> &rocksdb::ColumnFamily {
+    /// The cut of an unfinished boot from iteration, if one is in progress.
+    pub(crate) fn booting(&self) -> Result<Option<Index>, ViewError> {
+        let raw = self
+            .db
+            .get_cf(self.meta_cf(), META_BOOTING)
+            .map_err(db_err(&self.dir))?;
+        raw.map(|b| {
+            <[u8; 8]>::try_from(b.as_slice())
+                .map(|a| Index::new(u64::from_le_bytes(a)))
+                .map_err(|_| self.corrupt(format!("boot marker is {} bytes", b.len())))
+        })
+        .transpose()
+    }
+
+    pub(crate) fn meta_cf(&self) -> &rocksdb::ColumnFamily {
         self.db
             .cf_handle(META_CF)
             .expect("meta column family opened")
@@ -240,7 +271,7 @@ impl DiskView {
         Ok(())
     }
 
-    fn publish(&self, index: Index) {
+    pub(crate) fn publish(&self, index: Index) {
         let mut applied = self.applied.lock();
         assert!(index > *applied, "applied index must grow");
         *applied = index;

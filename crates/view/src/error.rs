@@ -28,6 +28,18 @@ pub enum ViewError {
         stored: Partition,
         requested: Partition,
     },
+    /// The view was being booted from iteration when its process stopped.
+    #[error(
+        "disk view {} was booting (to cut {cut}) and did not finish; run the boot again",
+        dir.display()
+    )]
+    BootIncomplete { dir: PathBuf, cut: Index },
+    /// A boot was asked to fill a view that already holds applied state.
+    #[error(
+        "disk view {} has applied the log up to {applied}; a boot needs a new or unfinished view",
+        dir.display()
+    )]
+    NotEmpty { dir: PathBuf, applied: Index },
     /// A read asked for an item this view does not hold.
     #[error("{key} (hash {hash:#010x}) is outside this view's partition [{}, {})", partition.lo(), partition.hi())]
     NotInPartition {

@@ -162,10 +162,15 @@ impl IndexView {
                     return Ok(()); // deleted, or the node lacks the property
                 };
                 let Some((ItemKey::Node { id }, _)) = ItemKey::decode(f.key) else {
-                    return Err(format!("frame at {} is not a node", f.index));
+                    return Err(f
+                        .source
+                        .corrupt(format!("frame at {} is not a node", f.index))
+                        .into());
                 };
-                let value = std::str::from_utf8(value)
-                    .map_err(|_| format!("projection at {} is not UTF-8", f.index))?;
+                let value = std::str::from_utf8(value).map_err(|_| {
+                    f.source
+                        .corrupt(format!("projection at {} is not UTF-8", f.index))
+                })?;
                 acc.push((id, value.to_owned()));
                 Ok(())
             },

@@ -10,6 +10,7 @@
 
 pub mod boot;
 pub mod disk;
+pub mod disk_boot;
 pub mod error;
 pub mod follow;
 pub mod frame;

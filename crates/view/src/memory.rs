@@ -199,8 +199,10 @@ impl MemoryView {
                 let Some(json) = f.value else {
                     return Ok(()); // a tombstone: the item is not live
                 };
-                let json = std::str::from_utf8(json)
-                    .map_err(|_| format!("value at {} is not UTF-8", f.index))?;
+                let json = std::str::from_utf8(json).map_err(|_| {
+                    f.source
+                        .corrupt(format!("value at {} is not UTF-8", f.index))
+                })?;
                 let previous = shard.items.insert(f.key.into(), (f.index, json.to_owned()));
                 assert!(previous.is_none(), "latest-only sent an item twice");
                 Ok(())
