@@ -237,3 +237,62 @@ impl crate::follow::Applier for MemoryView {
         MemoryView::apply(self, records)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spindle_core::Value;
+
+    fn put(index: u64, key: &ItemKey, json: Option<&str>) -> Record {
+        Record {
+            index: Index::new(index),
+            commit: true,
+            key: key.clone(),
+            value: json.map_or(Value::TOMBSTONE, |j| Value::json(j).unwrap()),
+        }
+    }
+
+    #[test]
+    fn get_and_multiget_see_latest_live_values_of_one_partition() {
+        let part = Partition::nth(0, 2);
+        let ids: Vec<ItemKey> = (0..40)
+            .map(|i| ItemKey::node(format!("n{i}")).unwrap())
+            .collect();
+        let inside: Vec<&ItemKey> = ids.iter().filter(|k| part.contains(k.hash())).collect();
+        let outside = ids.iter().find(|k| !part.contains(k.hash())).unwrap();
+        let (a, b) = (inside[0], inside[1]);
+        let view = MemoryView::new(part);
+        view.apply(&[
+            put(1, a, Some(r#"{"v":1}"#)),
+            put(2, b, Some(r#"{"v":2}"#)),
+            put(3, outside, Some(r#"{"v":3}"#)),
+            put(4, a, Some(r#"{"v":4}"#)),
+            put(5, b, None),
+        ])
+        .unwrap();
+        assert_eq!(view.get(a), Some((Index::new(4), r#"{"v":4}"#.to_owned())));
+        assert_eq!(view.get(b), None, "deleted");
+        assert_eq!(view.get(outside), None, "outside the partition");
+        let (at, values) = view.multiget(&[a.clone(), b.clone(), outside.clone()]);
+        assert_eq!(at, Index::new(5));
+        assert_eq!(values, vec![view.get(a), None, None]);
+        assert_eq!(view.len(), 1);
+    }
+
+    #[test]
+    fn records_must_continue_the_applied_prefix() {
+        let view = MemoryView::new(Partition::ALL);
+        let key = ItemKey::node("a").unwrap();
+        assert!(matches!(
+            view.apply(&[put(2, &key, None)]),
+            Err(ViewError::Gap { .. })
+        ));
+        let mut open = put(1, &key, None);
+        open.commit = false;
+        assert!(matches!(
+            view.apply(&[open]),
+            Err(ViewError::PartialTransaction { .. })
+        ));
+        assert_eq!(view.applied_index(), Index::ZERO);
+    }
+}

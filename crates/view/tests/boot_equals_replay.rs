@@ -6,6 +6,7 @@
 mod common;
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
 
 use common::*;
 use proptest::prelude::*;
@@ -84,6 +85,12 @@ fn run(
         MemoryView::boot(target, &plan, |id| by_id.get(id).copied(), &progress).unwrap()
     });
     assert_eq!(booted.applied_index(), plan.cut);
+    // Progress: every source finished, one frame per item written up to the cut.
+    let sources = plan.sources.len() as u64;
+    assert_eq!(progress.sources_total.load(Relaxed), sources);
+    assert_eq!(progress.sources_done.load(Relaxed), sources);
+    let items_at_cut = replay(&log, plan.cut, target).len() as u64;
+    assert_eq!(progress.items.load(Relaxed), items_at_cut);
     rt.block_on(follow::catch_up(&booted, &log)).unwrap();
 
     let replayed = MemoryView::new(target);
