@@ -52,6 +52,8 @@ pub struct DiskView {
     partition: Partition,
     applied: Mutex<Index>,
     applied_changed: Condvar,
+    /// The applied index for async waiters (the condvar serves blocking ones).
+    applied_watch: tokio::sync::watch::Sender<Index>,
     apply_lock: Mutex<()>,
 }
 
@@ -107,10 +109,12 @@ impl DiskView {
             partition,
             applied: Mutex::new(Index::ZERO),
             applied_changed: Condvar::new(),
+            applied_watch: tokio::sync::watch::Sender::new(Index::ZERO),
             apply_lock: Mutex::new(()),
         };
         let applied = view.load_meta()?;
         *view.applied.lock() = applied;
+        view.applied_watch.send_replace(applied);
         Ok(view)
     }
 
@@ -294,6 +298,29 @@ impl DiskView {
         *applied = index;
         drop(applied);
         self.applied_changed.notify_all();
+        self.applied_watch.send_replace(index);
+    }
+
+    /// `wait_applied` for async callers: never blocks a runtime thread.
+    pub async fn wait_applied_async(
+        &self,
+        index: Index,
+        timeout: Duration,
+    ) -> Result<Index, ViewError> {
+        let start = Instant::now();
+        let mut rx = self.applied_watch.subscribe();
+        let waited = tokio::time::timeout(timeout, rx.wait_for(|a| *a >= index))
+            .await
+            .map(|seen| seen.map(|applied| *applied));
+        match waited {
+            Ok(Ok(applied)) => Ok(applied),
+            // The sender lives as long as `self`, so a closed channel cannot happen here.
+            Ok(Err(_)) | Err(_) => Err(ViewError::NotYetApplied {
+                wanted: index,
+                applied: self.applied_index(),
+                waited_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+            }),
+        }
     }
 
     /// Wait until the view has applied `index`, at most `timeout`. Returns the applied

@@ -66,3 +66,32 @@ fn a_read_that_times_out_says_what_it_waited_for() {
     assert!(matches!(err, ViewError::NotYetApplied { .. }), "{err}");
     assert_eq!(view.applied_index(), Index::ZERO);
 }
+
+#[test]
+fn an_async_wait_resolves_when_the_index_is_applied_and_times_out_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open_log(&dir.path().join("log"));
+    let view = DiskView::open(dir.path().join("view"), Partition::ALL).unwrap();
+    let commit = log
+        .append_blocking(&transaction(&vec![(3, Some(1))]))
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let applied = rt.block_on(async {
+        let waiter = view.wait_applied_async(commit, Duration::from_secs(60));
+        let (waited, caught_up) = tokio::join!(waiter, follow::catch_up(&view, &log));
+        caught_up.unwrap();
+        waited.unwrap()
+    });
+    assert_eq!(applied, commit);
+    let err = rt
+        .block_on(view.wait_applied_async(commit.next(), Duration::ZERO))
+        .unwrap_err();
+    assert!(
+        matches!(err, ViewError::NotYetApplied { applied, .. } if applied == commit),
+        "{err}"
+    );
+}
