@@ -197,3 +197,11 @@ pub fn plan(views: &[DiskView], target: Partition, head: Index) -> spindle_view:
 pub fn by_name<'v>(views: &'v [DiskView]) -> impl Fn(&str) -> Option<&'v DiskView> {
     |id| views.get(id.strip_prefix("disk")?.parse::<usize>().ok()?)
 }
+
+/// Proptest cases: `PROPTEST_CASES` when set (for deeper runs), else `default`.
+pub fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
