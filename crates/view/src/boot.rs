@@ -76,7 +76,8 @@ pub struct BootFrame<'a> {
 /// Iterate every source of `plan` concurrently (one thread each) with the filters of
 /// `template` (its range and `to` are replaced by each source's range and the plan's cut).
 /// `init` makes one accumulator per source range; `on_frame` folds each frame into it.
-/// Returns the accumulators in plan order.
+/// Returns the accumulators in plan order. The plan must tile the template's range (a plan
+/// made for another range is a caller bug).
 pub fn iterate_plan<'v, T: Send>(
     plan: &Plan,
     view_of: impl Fn(&str) -> Option<&'v DiskView>,
@@ -85,6 +86,12 @@ pub fn iterate_plan<'v, T: Send>(
     init: impl Fn(Partition) -> T + Sync,
     on_frame: impl Fn(&mut T, BootFrame<'_>) -> Result<(), IterError> + Sync,
 ) -> Result<Vec<T>, IterError> {
+    let target = Partition::new(template.range_lo, template.range_hi)
+        .expect("a boot's range is a partition");
+    assert!(
+        plan.tiles(target),
+        "the plan's sources do not tile the booting view's range {target:?}"
+    );
     let mut requests = Vec::with_capacity(plan.sources.len());
     for source in &plan.sources {
         let view = view_of(&source.view).ok_or_else(|| IterError::UnknownSource {

@@ -62,6 +62,20 @@ pub struct Plan {
     pub cut: Index,
 }
 
+impl Plan {
+    /// Whether the sources are disjoint and cover exactly `range`, in hash order.
+    pub fn tiles(&self, range: Partition) -> bool {
+        let mut at = range.lo();
+        for s in &self.sources {
+            if s.range.lo() != at {
+                return false;
+            }
+            at = s.range.hi();
+        }
+        at == range.hi()
+    }
+}
+
 fn size(p: Partition) -> u64 {
     p.hi() - p.lo()
 }
@@ -360,6 +374,7 @@ mod tests {
                             && o.range.contains(s.range.lo() as u32)));
                     }
                     prop_assert_eq!(at, req.range.hi());
+                    prop_assert!(plan.tiles(req.range));
                 }
                 Err(SelectError::Uncovered { missing, .. }) => {
                     prop_assert!(req.range.covers(missing));
