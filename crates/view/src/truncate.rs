@@ -56,6 +56,38 @@ pub struct Truncation {
     pub blocker: Blocker,
 }
 
+impl std::fmt::Display for Truncation {
+    /// The status line: the safe index and what holds it back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "log may be truncated through index {}; ", self.safe)?;
+        match &self.blocker {
+            Blocker::UnderReplicated {
+                range,
+                replicas,
+                needed,
+            } => write!(
+                f,
+                "hash range [{}, {}) has {replicas} of the {needed} Disk View replicas needed",
+                range.lo(),
+                range.hi()
+            ),
+            Blocker::Replica {
+                range,
+                view,
+                applied,
+            } => write!(
+                f,
+                "held back by view {view:?}, applied through {applied}, in hash range [{}, {})",
+                range.lo(),
+                range.hi()
+            ),
+            Blocker::Hold { id, cut } => {
+                write!(f, "held back by boot hold {id} at cut {cut}")
+            }
+        }
+    }
+}
+
 /// The safe index for `replicas` (each range needs `replicas_min` of them, ≥ 1) and the
 /// active `holds`, and what holds it back.
 pub fn safe_index(replicas: &[Replica], replicas_min: usize, holds: &[Hold]) -> Truncation {
@@ -234,6 +266,34 @@ mod tests {
             }
         );
         assert_eq!(safe_index(&[], 1, &[]).safe, Index::ZERO);
+    }
+
+    #[test]
+    fn the_status_line_names_the_blocker() {
+        let t = safe_index(&[replica("v7", Partition::nth(0, 1), 42)], 1, &[]);
+        assert_eq!(
+            t.to_string(),
+            "log may be truncated through index 42; held back by view \"v7\", applied through 42, \
+             in hash range [0, 4294967296)"
+        );
+        let t = safe_index(&[], 1, &[]);
+        assert!(
+            t.to_string()
+                .contains("has 0 of the 1 Disk View replicas needed"),
+            "{t}"
+        );
+        let t = safe_index(
+            &[replica("v", Partition::ALL, 9)],
+            1,
+            &[Hold {
+                id: 3,
+                cut: Index::new(4),
+            }],
+        );
+        assert!(
+            t.to_string().ends_with("held back by boot hold 3 at cut 4"),
+            "{t}"
+        );
     }
 
     #[test]
