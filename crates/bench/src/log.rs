@@ -295,11 +295,9 @@ fn spindle(
         SyncMode::Off => "no fdatasync: not durable".to_owned(),
     };
     note = format!("submissions of {group}; {note}");
-    if bounded {
-        note = format!(
-            "{note}; {}",
-            deadline_note(done, args.events, args.peer_seconds)
-        );
+    let deadline = deadline_note(done, args.events, args.peer_seconds);
+    if bounded && !deadline.is_empty() {
+        note = format!("{note}; {deadline}");
     }
     let per_sync_bytes = durable_bytes / if syncs > 0 { syncs } else { batches };
     Ok((

@@ -52,6 +52,8 @@ enum Scenario {
     Ring(spindle_bench::ring::Args),
     /// Chunk store: puts and gets of large blobs against file-per-chunk, SQLite and the device.
     Chunks(spindle_bench::chunks::Args),
+    /// Iteration over Disk Views against raw RocksDB; Memory View boot against log replay.
+    Iterate(spindle_bench::iterate::Args),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +70,9 @@ fn main() -> ExitCode {
             Scenario::Log(args) => spindle_bench::log::run(&args).map(|()| ExitCode::SUCCESS),
             Scenario::Ring(args) => spindle_bench::ring::run(&args).map(|()| ExitCode::SUCCESS),
             Scenario::Chunks(args) => spindle_bench::chunks::run(&args).map(|()| ExitCode::SUCCESS),
+            Scenario::Iterate(args) => {
+                spindle_bench::iterate::run(&args).map(|()| ExitCode::SUCCESS)
+            }
         },
         Command::Inspect { dir, json } => inspect::run(&dir, json),
     };
