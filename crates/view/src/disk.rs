@@ -242,20 +242,11 @@ impl DiskView {
     pub fn apply(&self, records: &[Record]) -> Result<Index, ViewError> {
         let _one_writer = self.apply_lock.lock();
         let applied = self.applied_index();
-        let fresh = match records.iter().position(|r| r.index > applied) {
-            Some(i) => &records[i..],
-            None => return Ok(applied),
-        };
-        if fresh[0].index != applied.next() {
-            return Err(ViewError::Gap {
-                applied,
-                got: fresh[0].index,
-            });
+        let fresh = crate::follow::fresh_suffix(applied, records)?;
+        if fresh.is_empty() {
+            return Ok(applied);
         }
         let last = fresh.last().expect("non-empty");
-        if !last.commit {
-            return Err(ViewError::PartialTransaction { last: last.index });
-        }
         let meta = self.meta_cf();
         let mut batch = WriteBatch::default();
         let mut value_buf = Vec::new();

@@ -16,6 +16,26 @@ pub trait Applier: Sync {
     fn apply(&self, records: &[Record]) -> Result<Index, ViewError>;
 }
 
+/// The records past `applied`: checked to continue it without a gap and to end on a commit
+/// record. Empty when every record is at or below `applied` (a harmless replayed overlap).
+pub(crate) fn fresh_suffix(applied: Index, records: &[Record]) -> Result<&[Record], ViewError> {
+    let Some(start) = records.iter().position(|r| r.index > applied) else {
+        return Ok(&[]);
+    };
+    let fresh = &records[start..];
+    if fresh[0].index != applied.next() {
+        return Err(ViewError::Gap {
+            applied,
+            got: fresh[0].index,
+        });
+    }
+    let last = fresh.last().expect("non-empty");
+    if !last.commit {
+        return Err(ViewError::PartialTransaction { last: last.index });
+    }
+    Ok(fresh)
+}
+
 /// Records asked of the log per read while feeding a view (reads end on a transaction
 /// boundary, so a batch may be a little larger).
 pub const TAIL_BATCH_RECORDS_MAX: usize = 4096;

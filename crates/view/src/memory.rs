@@ -144,20 +144,11 @@ impl MemoryView {
     /// lock so readers never see part of a transaction.
     pub fn apply(&self, records: &[Record]) -> Result<Index, ViewError> {
         let mut state = self.state.write();
-        let fresh = match records.iter().position(|r| r.index > state.applied) {
-            Some(i) => &records[i..],
-            None => return Ok(state.applied),
-        };
-        if fresh[0].index != state.applied.next() {
-            return Err(ViewError::Gap {
-                applied: state.applied,
-                got: fresh[0].index,
-            });
+        let fresh = crate::follow::fresh_suffix(state.applied, records)?;
+        if fresh.is_empty() {
+            return Ok(state.applied);
         }
         let last = fresh.last().expect("non-empty");
-        if !last.commit {
-            return Err(ViewError::PartialTransaction { last: last.index });
-        }
         for r in fresh {
             let hash = r.key.hash();
             if self.partition.contains(hash) {
