@@ -10,10 +10,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use common::*;
 use proptest::prelude::*;
-use spindle_core::{Index, Partition};
-use spindle_view::{
-    follow, select, BootProgress, CatalogEntry, DiskView, MemoryView, Role, SelectRequest,
-};
+use spindle_core::Partition;
+use spindle_view::{follow, BootProgress, MemoryView};
 
 fn run(
     sources_n: u64,
@@ -28,48 +26,8 @@ fn run(
     for spec in &before {
         log.append_blocking(&transaction(spec)).unwrap();
     }
-    let views: Vec<DiskView> = (0..sources_n)
-        .map(|i| {
-            DiskView::open(
-                dir.path().join(format!("disk{i}")),
-                Partition::nth(i, sources_n),
-            )
-            .unwrap()
-        })
-        .collect();
-    for (i, view) in views.iter().enumerate() {
-        let lag = u64::from(lags[i % lags.len()]);
-        step_to(
-            view,
-            &log,
-            Index::new(log.durable_index().get().saturating_sub(lag)),
-        );
-    }
-    let catalog: Vec<CatalogEntry> = views
-        .iter()
-        .enumerate()
-        .map(|(i, v)| CatalogEntry {
-            id: format!("disk{i}"),
-            range: v.partition(),
-            applied: v.applied_index(),
-            role: Role::Iteration,
-        })
-        .collect();
-    let plan = select(
-        &catalog,
-        &SelectRequest {
-            range: target,
-            role: Role::Iteration,
-            head: log.durable_index(),
-            lag_records_max: u64::MAX,
-        },
-    )
-    .unwrap();
-    let by_id: HashMap<String, &DiskView> = catalog
-        .iter()
-        .map(|c| c.id.clone())
-        .zip(views.iter())
-        .collect();
+    let views = disk_views(dir.path(), &log, sources_n, &lags);
+    let plan = plan(&views, target, log.durable_index());
 
     // Writes land in the log, and in the Disk Views, while the boot iterates.
     let progress = BootProgress::default();
@@ -82,7 +40,7 @@ fn run(
                 }
             }
         });
-        MemoryView::boot(target, &plan, |id| by_id.get(id).copied(), &progress).unwrap()
+        MemoryView::boot(target, &plan, by_name(&views), &progress).unwrap()
     });
     assert_eq!(booted.applied_index(), plan.cut);
     // Progress: every source finished, one frame per item written up to the cut.
