@@ -25,6 +25,8 @@ pub(crate) fn read_range(
     let durable = shared.durable_index();
     let mut out = Vec::new();
     let mut next = from;
+    // One read buffer for the whole call, however many segments it crosses.
+    let mut buf = vec![0u8; shared.config.read_chunk_bytes];
     while next <= durable {
         let (segment, seg_end) = {
             let segs = shared.segments.read();
@@ -36,7 +38,14 @@ pub(crate) fn read_range(
             let seg_end = segs.get(pos + 1).map_or(durable.next(), |s| s.first);
             (segs[pos].clone(), seg_end.min(durable.next()))
         };
-        let done = read_segment(shared, &segment, &mut next, seg_end, max_records, &mut out)?;
+        let done = read_segment(
+            &segment,
+            &mut next,
+            seg_end,
+            max_records,
+            &mut buf,
+            &mut out,
+        )?;
         if done {
             break;
         }
@@ -47,11 +56,11 @@ pub(crate) fn read_range(
 /// Read records `[*next, end)` from one segment into `out`. Returns true once `max_records`
 /// is reached at a commit boundary.
 fn read_segment(
-    shared: &Shared,
     seg: &Arc<SegmentHandle>,
     next: &mut Index,
     end: Index,
     max_records: usize,
+    buf: &mut Vec<u8>,
     out: &mut Vec<Record>,
 ) -> Result<bool, ReadError> {
     let (mut index, mut offset) = {
@@ -63,15 +72,13 @@ fn read_segment(
             sparse[pos - 1]
         }
     };
-    let chunk = shared.config.read_chunk_bytes;
-    let mut buf = vec![0u8; chunk];
     let corrupt = |offset: u64, reason: String| ReadError::Corrupt {
         file: seg.path.clone(),
         offset,
         reason,
     };
     while index < end {
-        let filled = read_at(seg, &mut buf, offset)?;
+        let filled = read_at(seg, buf, offset)?;
         let mut pos = 0usize;
         let mut progressed = false;
         while index < end {
