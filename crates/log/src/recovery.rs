@@ -35,7 +35,8 @@ pub struct TornTail {
     pub file: PathBuf,
     /// Where the kept data ends and the cut begins.
     pub offset: u64,
-    /// Non-zero bytes after the cut that were discarded (at least the bad frame's header).
+    /// Intact records after the cut that were discarded: they belong to a transaction
+    /// whose commit record never reached the disk.
     pub discarded_records: u64,
     pub reason: String,
 }

@@ -40,12 +40,12 @@ fn txn(task: u64, seq: u64) -> Transaction {
     t
 }
 
-/// The child: append from 32 concurrent tasks forever, printing each acknowledgement.
+/// The child: append from 32 concurrent tasks forever, printing each acknowledgement. Run
+/// only by `acknowledged_appends_survive_sigkill`, as a separate process.
 #[test]
+#[ignore = "the child process of acknowledged_appends_survive_sigkill"]
 fn crash_child() {
-    let Ok(dir) = std::env::var(DIR_ENV) else {
-        return;
-    };
+    let dir = std::env::var(DIR_ENV).expect("run by acknowledged_appends_survive_sigkill");
     let log = FileLog::open(dir, config()).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -82,6 +82,7 @@ fn acknowledged_appends_survive_sigkill() {
                 .args([
                     "--exact",
                     "crash_child",
+                    "--ignored",
                     "--nocapture",
                     "--test-threads",
                     "1",
