@@ -102,6 +102,15 @@ pub enum IterError {
     /// A plan names a view this process cannot reach.
     #[error("the plan names view {view:?}, which is not available here")]
     UnknownSource { view: String },
+    /// A carousel configuration that cannot work.
+    #[error("carousel configuration refused: {reason}")]
+    CarouselConfig { reason: String },
+    /// The carousel's shared scan stopped with an error; every rider aboard gets it.
+    #[error(
+        "the carousel's shared scan of this view failed: {reason}; board again, or ask for a \
+         dedicated iterator"
+    )]
+    CarouselFailed { reason: String },
     #[error(transparent)]
     View(#[from] ViewError),
 }

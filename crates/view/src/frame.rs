@@ -140,6 +140,11 @@ impl<'a> FrameReader<'a> {
         FrameReader { buf, pos: 0 }
     }
 
+    /// Offset of the next frame in the buffer (its length once every frame was read).
+    pub fn offset(&self) -> usize {
+        self.pos
+    }
+
     fn take(
         &mut self,
         n: usize,

@@ -38,7 +38,7 @@ impl Kinds {
         edges: true,
     };
 
-    fn allows(self, kind: ItemKind) -> bool {
+    pub(crate) fn allows(self, kind: ItemKind) -> bool {
         match kind {
             ItemKind::Node => self.nodes,
             ItemKind::Edge => self.edges,
@@ -201,7 +201,7 @@ impl std::fmt::Debug for Iteration<'_> {
     }
 }
 
-fn scan_options(range: Partition) -> ReadOptions {
+pub(crate) fn scan_options(range: Partition) -> ReadOptions {
     let mut opts = ReadOptions::default();
     opts.set_iterate_lower_bound(keys::hash_floor(range.lo()));
     if let Some(hi) = keys::hash_ceiling(range.hi()) {

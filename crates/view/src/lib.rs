@@ -1,7 +1,7 @@
 //! Spindle's views (DESIGN.md §3, §4, §6): the Disk View (every version of every item of one
 //! partition range, in RocksDB), the Iteration Service that streams a Disk View to a
-//! consistent cut, view selection, the Memory and Index Views that boot from iteration,
-//! and the log-truncation coordinator.
+//! consistent cut, the Carousel that shares one scan among many iterations, view selection,
+//! the Memory and Index Views that boot from iteration, and the log-truncation coordinator.
 //!
 //! Every view is derived from the log: a view at applied index N equals a replay of the log
 //! from 1 to N (invariant 4). Formats: docs/disk-view-format.md, docs/iteration.md.
@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod boot;
+pub mod carousel;
 pub mod disk;
 pub mod disk_boot;
 pub mod error;
@@ -22,7 +23,10 @@ pub mod select;
 pub mod truncate;
 
 pub use boot::BootProgress;
-pub use disk::{DiskView, Freshness, Version};
+pub use carousel::{
+    Carousel, CarouselConfig, CarouselStatus, Rider, RiderMode, RiderStats, RiderStatus,
+};
+pub use disk::{DiskOptions, DiskView, Freshness, Version};
 pub use error::{IterError, SelectError, SkipReason, ViewError};
 pub use index_view::IndexView;
 pub use iterate::{IterRequest, Iteration, Kinds};

@@ -205,3 +205,188 @@ pub fn cases(default: u32) -> u32 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// A seeded pseudo-random generator (xorshift64*) for tests that interleave threads in
+/// random but reproducible patterns.
+#[derive(Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// Item `k` of a larger universe than `item`: nodes `n{k/4}` and three edges out of each.
+pub fn wide_item(k: u64) -> ItemKey {
+    let node = format!("n{}", k / 4);
+    match k % 4 {
+        0 => ItemKey::node(node).unwrap(),
+        e => ItemKey::edge(node, "knows", format!("n{}", (k * 7 + e) % 97)).unwrap(),
+    }
+}
+
+/// `txns` random transactions (1 to 4 writes each over `items` items), as the records a
+/// log would hold, indexes from 1.
+pub fn random_records(rng: &mut Rng, txns: usize, items: u64) -> Vec<Vec<spindle_core::Record>> {
+    let mut next = 1u64;
+    (0..txns)
+        .map(|_| {
+            let writes = 1 + rng.below(4);
+            (0..writes)
+                .map(|w| {
+                    let seed = (rng.below(10) > 0).then(|| rng.below(256) as u8);
+                    let record = spindle_core::Record {
+                        index: Index::new(next),
+                        commit: w + 1 == writes,
+                        key: wide_item(rng.below(items)),
+                        value: value(seed),
+                    };
+                    next += 1;
+                    record
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Every version up to `cut` of the items in `partition`, from records in index order.
+pub fn versions_upto(
+    records: &[Vec<spindle_core::Record>],
+    cut: Index,
+    partition: Partition,
+) -> Versions {
+    let mut out = Versions::new();
+    for r in records.iter().flatten() {
+        if r.index <= cut && partition.contains(r.key.hash()) {
+            out.entry(r.key.clone())
+                .or_default()
+                .push((r.index, r.value.clone()));
+        }
+    }
+    out
+}
+
+/// The version frames a request served over `range` to `cut` must send, sorted by item
+/// then index (iteration promises no order between items).
+pub fn expected_frames(
+    all: &Versions,
+    req: &IterRequest,
+    range: Partition,
+    cut: Index,
+) -> Vec<VersionFrame> {
+    let from = req.from.max(Index::FIRST);
+    let mut out = Vec::new();
+    for (key, versions) in all {
+        let kind_ok = match key {
+            ItemKey::Node { .. } => req.kinds.nodes,
+            ItemKey::Edge { .. } => req.kinds.edges,
+        };
+        if !kind_ok || !range.contains(key.hash()) {
+            continue;
+        }
+        let mut wanted: Vec<_> = versions
+            .iter()
+            .filter(|(i, _)| *i >= from && *i <= cut)
+            .collect();
+        if req.latest_only {
+            let newest = versions.iter().rev().find(|(i, _)| *i <= cut);
+            wanted = newest.filter(|(i, _)| *i >= from).into_iter().collect();
+        }
+        for (index, value) in wanted {
+            let json = value.as_json();
+            let value = match (req.keys_only, &req.projection, json) {
+                (_, _, None) | (true, _, _) => None,
+                (false, None, Some(j)) => Some(j.to_owned()),
+                (false, Some(p), Some(j)) => {
+                    let v: serde_json::Value = serde_json::from_str(j).unwrap();
+                    v.pointer(p).map(|x| x.to_string())
+                }
+            };
+            out.push(VersionFrame {
+                key: key.clone(),
+                index: *index,
+                tombstone: json.is_none(),
+                projected: req.projection.is_some() && json.is_some(),
+                value,
+            });
+        }
+    }
+    out
+}
+
+/// Sort frames by item then index, for comparison with `expected_frames`.
+pub fn sorted(mut frames: Vec<VersionFrame>) -> Vec<VersionFrame> {
+    frames.sort_by(|a, b| (&a.key, a.index).cmp(&(&b.key, b.index)));
+    frames
+}
+
+/// Decode a rider's chunks: its version frames in order and its end frame, checking that
+/// every chunk holds whole frames, that the end frame comes last and counts the frames.
+pub fn decode_chunks(
+    chunks: &[bytes::Bytes],
+) -> (Vec<VersionFrame>, spindle_view::frame::EndFrame) {
+    let mut frames = Vec::new();
+    let mut end = None;
+    for chunk in chunks {
+        assert!(!chunk.is_empty(), "a rider hands out no empty chunk");
+        for f in FrameReader::new(chunk) {
+            match f.expect("chunks hold whole, valid frames") {
+                Frame::Version(v) => {
+                    assert!(end.is_none(), "a frame follows the end frame");
+                    frames.push(v);
+                }
+                Frame::End(e) => {
+                    assert!(end.is_none(), "two end frames");
+                    end = Some(e);
+                }
+            }
+        }
+    }
+    let end = end.expect("the stream ends with an end frame");
+    assert_eq!(
+        end.frames,
+        frames.len() as u64,
+        "the end frame counts the frames"
+    );
+    (frames, end)
+}
+
+/// Read a rider to its end.
+pub fn ride_all(rider: &mut spindle_view::Rider) -> Vec<bytes::Bytes> {
+    let mut chunks = Vec::new();
+    while let Some(chunk) = rider.next_chunk() {
+        chunks.push(chunk.unwrap());
+    }
+    chunks
+}
+
+/// A Disk View of `partition` in `dir` holding `records` (applied transaction by
+/// transaction).
+pub fn view_with(
+    dir: &std::path::Path,
+    partition: Partition,
+    records: &[Vec<spindle_core::Record>],
+) -> DiskView {
+    let view = DiskView::open(dir, partition).unwrap();
+    for txn in records {
+        view.apply(txn).unwrap();
+    }
+    view
+}

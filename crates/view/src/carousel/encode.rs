@@ -1,0 +1,410 @@
+//! What the carousel's scanner and its riders share about frames: positions on the circle,
+//! filter groups, one item's versions read from RocksDB, the encoding of an item's frames
+//! for one filter (docs/iteration.md), per-chunk metadata, and the trim a rider applies
+//! when its cut or range is narrower than its group's chunk.
+//!
+//! A chunk is encoded once per filter group and shared by every rider of the group; the
+//! metadata (hash span, highest index, encoding cut) lets a rider decide without decoding
+//! whether it can take the chunk whole (zero-copy), must skip it, or must trim a copy.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use rocksdb::{DBRawIteratorWithThreadMode, DB};
+use spindle_core::{partition_hash, Index, ItemKind, Partition};
+
+use crate::disk::DiskView;
+use crate::error::IterError;
+use crate::frame::{self, FrameError, FrameReader, FrameRef, FLAG_PROJECTED, FLAG_TOMBSTONE};
+use crate::frame::{FLAG_VALUE, TAG_VERSION};
+use crate::iterate::{project, Checked, Kinds};
+use crate::keys;
+
+/// A place on the circle: the lap and the item prefix (a Disk View key without its index)
+/// of the first item not yet covered. The empty key is the start of the view's key space,
+/// so the end of lap `n` is `(n + 1, [])`. Positions order by lap, then key bytes, which is
+/// the scan order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct ScanPos {
+    pub lap: u64,
+    pub key: Vec<u8>,
+}
+
+impl ScanPos {
+    /// The start of the lap after this position's.
+    pub fn lap_end(&self) -> ScanPos {
+        ScanPos {
+            lap: self.lap + 1,
+            key: Vec::new(),
+        }
+    }
+
+    /// The same key one lap later: where a rider that boarded here leaves.
+    pub fn one_lap_later(&self) -> ScanPos {
+        ScanPos {
+            lap: self.lap + 1,
+            key: self.key.clone(),
+        }
+    }
+}
+
+/// Riders whose filters are equal share chunks. The cut is part of the key only for
+/// latest-only requests (which version is the newest depends on it); otherwise a group's
+/// chunks hold every version up to the highest cut of its members and a rider with a lower
+/// cut trims.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct GroupKey {
+    pub nodes: bool,
+    pub edges: bool,
+    pub keys_only: bool,
+    pub from: Index,
+    pub projection: Option<String>,
+    pub latest_cut: Option<Index>,
+}
+
+impl GroupKey {
+    pub fn of(c: &Checked) -> GroupKey {
+        GroupKey {
+            nodes: c.kinds.nodes,
+            edges: c.kinds.edges,
+            keys_only: c.keys_only,
+            from: c.from,
+            projection: c.projection.clone(),
+            latest_cut: c.latest_only.then_some(c.cut),
+        }
+    }
+
+    /// The filter that encodes this group's chunks up to `cut`.
+    pub fn filter(&self, cut: Index) -> Filter {
+        Filter {
+            kinds: Kinds {
+                nodes: self.nodes,
+                edges: self.edges,
+            },
+            keys_only: self.keys_only,
+            from: self.from,
+            projection: self.projection.clone(),
+            latest_only: self.latest_cut.is_some(),
+            cut: self.latest_cut.unwrap_or(cut),
+        }
+    }
+}
+
+/// Everything that decides which frames of an item are sent, and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Filter {
+    pub kinds: Kinds,
+    pub keys_only: bool,
+    pub from: Index,
+    pub projection: Option<String>,
+    pub latest_only: bool,
+    pub cut: Index,
+}
+
+impl Filter {
+    pub fn of(c: &Checked) -> Filter {
+        GroupKey::of(c).filter(c.cut)
+    }
+}
+
+/// Every stored version of one item, read from RocksDB (buffers reused item to item).
+#[derive(Debug, Default)]
+pub(crate) struct ItemBuf {
+    pub prefix: Vec<u8>,
+    /// The core item-key encoding, as frames carry it.
+    core_key: Vec<u8>,
+    pub hash: u32,
+    pub kind: Option<ItemKind>,
+    versions: Vec<(Index, Range<usize>)>,
+    values: Vec<u8>,
+    /// Stored key and value bytes read for this item.
+    pub raw_bytes: usize,
+}
+
+impl ItemBuf {
+    /// Read every version of the item under the iterator (which must be valid, on the
+    /// item's first version) and leave the iterator on the next item.
+    pub fn load(
+        &mut self,
+        it: &mut DBRawIteratorWithThreadMode<'_, DB>,
+        view: &DiskView,
+    ) -> Result<(), IterError> {
+        let key = it.key().expect("load starts on a valid iterator");
+        let parts = keys::split_key(key).ok_or_else(|| view.corrupt(format!("bad key {key:?}")))?;
+        self.prefix.clear();
+        self.prefix.extend_from_slice(parts.prefix);
+        self.hash = parts.hash;
+        self.kind = Some(parts.kind);
+        self.core_key.clear();
+        keys::transcode_item(parts.prefix, &mut self.core_key)
+            .ok_or_else(|| view.corrupt(format!("bad key {key:?}")))?;
+        self.versions.clear();
+        self.values.clear();
+        self.raw_bytes = 0;
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            let parts = keys::split_key(k).ok_or_else(|| view.corrupt(format!("bad key {k:?}")))?;
+            if parts.prefix != self.prefix.as_slice() {
+                break;
+            }
+            let start = self.values.len();
+            self.values.extend_from_slice(v);
+            self.versions.push((parts.index, start..self.values.len()));
+            self.raw_bytes += k.len() + v.len();
+            it.next();
+        }
+        it.status().map_err(crate::disk::db_err(view.dir()))?;
+        Ok(())
+    }
+}
+
+/// What a rider learns about a chunk without decoding it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChunkMeta {
+    /// Version frames in the chunk.
+    pub frames: u64,
+    /// Highest index of any frame (0 when there are none).
+    pub index_max: Index,
+    /// Lowest and highest partition hash of the chunk's items (meaningless without frames).
+    pub hash_first: u32,
+    pub hash_last: u32,
+    /// The cut the chunk was encoded with: no frame is above it.
+    pub cut: Index,
+}
+
+/// Frames of one chunk for one filter, with their metadata.
+#[derive(Debug)]
+pub(crate) struct ChunkBuilder {
+    pub filter: Filter,
+    pub buf: Vec<u8>,
+    pub meta: ChunkMeta,
+}
+
+impl ChunkBuilder {
+    pub fn new(filter: Filter, capacity_bytes: usize) -> Self {
+        let cut = filter.cut;
+        ChunkBuilder {
+            filter,
+            buf: Vec::with_capacity(capacity_bytes),
+            meta: ChunkMeta {
+                frames: 0,
+                index_max: Index::ZERO,
+                hash_first: 0,
+                hash_last: 0,
+                cut,
+            },
+        }
+    }
+
+    /// Append the frames this filter wants of `item`.
+    pub fn add(&mut self, item: &ItemBuf, view: &DiskView) -> Result<(), IterError> {
+        let f = &self.filter;
+        let kind = item.kind.expect("a loaded item has a kind");
+        if !f.kinds.allows(kind) {
+            return Ok(());
+        }
+        let (from, cut) = (f.from, f.cut);
+        let wanted = |i: Index| i >= from && i <= cut;
+        if f.latest_only {
+            let newest = item.versions.iter().rev().find(|(i, _)| *i <= cut);
+            if let Some((index, range)) = newest.filter(|(i, _)| wanted(*i)) {
+                self.emit(item, *index, &item.values[range.clone()], view)?;
+            }
+        } else {
+            for (index, range) in &item.versions {
+                if wanted(*index) {
+                    self.emit(item, *index, &item.values[range.clone()], view)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn emit(
+        &mut self,
+        item: &ItemBuf,
+        index: Index,
+        stored: &[u8],
+        view: &DiskView,
+    ) -> Result<(), IterError> {
+        let value = keys::split_value(stored)
+            .ok_or_else(|| view.corrupt(format!("bad value tag at {index}")))?;
+        let projected;
+        let (flags, body): (u8, Option<&[u8]>) = match value {
+            None => (FLAG_TOMBSTONE, None),
+            Some(_) if self.filter.keys_only => (0, None),
+            Some(json) => match &self.filter.projection {
+                None => (FLAG_VALUE, Some(json)),
+                Some(pointer) => {
+                    projected = project(json, pointer)
+                        .map_err(|e| view.corrupt(format!("value at {index}: {e}")))?;
+                    match &projected {
+                        Some(p) => (FLAG_PROJECTED | FLAG_VALUE, Some(p.as_bytes())),
+                        None => (FLAG_PROJECTED, None),
+                    }
+                }
+            },
+        };
+        frame::encode_version(&mut self.buf, flags, index, &item.core_key, body);
+        let meta = &mut self.meta;
+        if meta.frames == 0 {
+            meta.hash_first = item.hash;
+        }
+        meta.hash_last = item.hash;
+        meta.index_max = meta.index_max.max(index);
+        meta.frames += 1;
+        Ok(())
+    }
+
+    pub fn finish(self) -> (Bytes, ChunkMeta) {
+        (Bytes::from(self.buf), self.meta)
+    }
+}
+
+/// How a rider uses one chunk of its group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChunkUse {
+    /// Nothing in it for this rider.
+    Skip,
+    /// Every frame is wanted: hand on the shared bytes.
+    Whole,
+    /// Some frames are above the rider's cut or outside its range: copy the rest.
+    Trim,
+}
+
+/// Pure: decide from the metadata alone.
+pub(crate) fn chunk_use(meta: &ChunkMeta, range: Partition, cut: Index) -> ChunkUse {
+    if meta.frames == 0 {
+        return ChunkUse::Skip;
+    }
+    let (first, last) = (u64::from(meta.hash_first), u64::from(meta.hash_last));
+    if last < range.lo() || first >= range.hi() {
+        return ChunkUse::Skip;
+    }
+    if range.lo() <= first && last < range.hi() && meta.index_max <= cut {
+        ChunkUse::Whole
+    } else {
+        ChunkUse::Trim
+    }
+}
+
+/// The partition hash of a frame's item (the hash of its first field: a node's id, an
+/// edge's `from`), read from the core key encoding.
+fn frame_hash(core_key: &[u8]) -> Option<u32> {
+    let len = u16::from_le_bytes([*core_key.get(1)?, *core_key.get(2)?]) as usize;
+    Some(partition_hash(core_key.get(3..3 + len)?))
+}
+
+/// The frames of `chunk` whose item is in `range` and whose index is at most `cut`, and
+/// how many there are.
+pub(crate) fn trim(
+    chunk: &[u8],
+    range: Partition,
+    cut: Index,
+) -> Result<(Vec<u8>, u64), FrameError> {
+    let mut out = Vec::with_capacity(chunk.len());
+    let mut frames = 0;
+    let mut reader = FrameReader::new(chunk);
+    let mut start = 0;
+    while let Some(frame) = reader.next_ref() {
+        let end = reader.offset();
+        let FrameRef::Version { index, key, .. } = frame? else {
+            unreachable!("shared chunks hold version frames only")
+        };
+        let hash = frame_hash(key).ok_or(FrameError {
+            offset: start,
+            reason: "bad item key",
+        })?;
+        if index <= cut && range.contains(hash) {
+            debug_assert_eq!(chunk[start], TAG_VERSION);
+            out.extend_from_slice(&chunk[start..end]);
+            frames += 1;
+        }
+        start = end;
+    }
+    Ok((out, frames))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spindle_core::ItemKey;
+
+    fn meta(frames: u64, first: u32, last: u32, index_max: u64) -> ChunkMeta {
+        ChunkMeta {
+            frames,
+            index_max: Index::new(index_max),
+            hash_first: first,
+            hash_last: last,
+            cut: Index::new(100),
+        }
+    }
+
+    #[test]
+    fn a_chunk_is_whole_only_inside_the_range_and_the_cut() {
+        let r = Partition::new(10, 20).unwrap();
+        let cut = Index::new(50);
+        assert_eq!(chunk_use(&meta(0, 10, 19, 1), r, cut), ChunkUse::Skip);
+        assert_eq!(chunk_use(&meta(3, 10, 19, 50), r, cut), ChunkUse::Whole);
+        assert_eq!(chunk_use(&meta(3, 10, 19, 51), r, cut), ChunkUse::Trim);
+        assert_eq!(chunk_use(&meta(3, 5, 12, 1), r, cut), ChunkUse::Trim);
+        assert_eq!(chunk_use(&meta(3, 15, 20, 1), r, cut), ChunkUse::Trim);
+        assert_eq!(chunk_use(&meta(3, 0, 9, 1), r, cut), ChunkUse::Skip);
+        assert_eq!(chunk_use(&meta(3, 20, 30, 1), r, cut), ChunkUse::Skip);
+        assert_eq!(chunk_use(&meta(3, 9, 20, 1), r, cut), ChunkUse::Trim);
+    }
+
+    #[test]
+    fn trim_keeps_the_frames_in_range_and_at_or_below_the_cut() {
+        let keys: Vec<ItemKey> = (0..20)
+            .map(|i| ItemKey::edge(format!("n{i}"), "l", "m").unwrap())
+            .collect();
+        let mut chunk = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            frame::encode_version(&mut chunk, 0, Index::new(i as u64 + 1), &k.to_bytes(), None);
+        }
+        let mid = keys[7].hash();
+        let range = Partition::new(0, u64::from(mid) + 1).unwrap();
+        let (out, frames) = trim(&chunk, range, Index::new(15)).unwrap();
+        let kept: Vec<(ItemKey, Index)> = FrameReader::new(&out)
+            .map(|f| match f.unwrap() {
+                frame::Frame::Version(v) => (v.key, v.index),
+                frame::Frame::End(_) => panic!("no end frame in a chunk"),
+            })
+            .collect();
+        let want: Vec<(ItemKey, Index)> = keys
+            .iter()
+            .enumerate()
+            .filter(|(i, k)| *i < 15 && range.contains(k.hash()))
+            .map(|(i, k)| (k.clone(), Index::new(i as u64 + 1)))
+            .collect();
+        assert_eq!(kept, want);
+        assert_eq!(frames, want.len() as u64);
+        assert!(
+            !want.is_empty() && want.len() < 15,
+            "the test must trim by range"
+        );
+    }
+
+    #[test]
+    fn frame_hash_is_the_partition_key_hash() {
+        for k in [
+            ItemKey::node("a\0b").unwrap(),
+            ItemKey::edge("x", "l", "y").unwrap(),
+        ] {
+            assert_eq!(frame_hash(&k.to_bytes()), Some(k.hash()));
+        }
+        assert_eq!(frame_hash(&[0, 5, 0, b'a']), None);
+    }
+
+    #[test]
+    fn positions_order_by_lap_then_key() {
+        let p = |lap, key: &[u8]| ScanPos {
+            lap,
+            key: key.to_vec(),
+        };
+        assert!(p(0, b"zz") < p(1, b""));
+        assert!(p(1, b"") < p(1, b"\x00"));
+        assert_eq!(p(3, b"k").one_lap_later(), p(4, b"k"));
+        assert_eq!(p(3, b"k").lap_end(), p(4, b""));
+    }
+}

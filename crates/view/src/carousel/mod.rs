@@ -1,0 +1,490 @@
+//! The Carousel (DESIGN.md §5, docs/iteration.md "Carousel"): one scanner thread per Disk
+//! View walks the view's key space in a circle and hands chunks of frames to every rider
+//! aboard through a ring (`spindle-ring`), so one disk scan serves many iterations.
+//!
+//! Riders board at the next chunk boundary (an item boundary) with their cut fixed at
+//! boarding, and leave after one revolution. A chunk is encoded once per filter group and
+//! the same `Bytes` goes to every rider of the group. A rider that falls more than
+//! `rider_lag_chunks_max` chunks behind is moved onto its own iterator from exactly where it
+//! was, and rejoins the ring when it catches up; it is never ejected. The scanner runs only
+//! while someone rides the shared scan, and stops when the last rider leaves.
+//!
+//! Locks: `lifecycle` (start and stop of the scanner thread) before `state` before a
+//! rider's `slot`. The scanner only `try_lock`s a slot: a rider holds its slot while it
+//! takes a chunk (and while it waits for one at the head of the ring, where it is never
+//! demoted), so the scanner never waits for a rider's lock.
+
+mod encode;
+pub mod policy;
+mod rider;
+mod scanner;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+use serde::Serialize;
+use spindle_core::{Index, Partition};
+use spindle_ring::{Consumer, Producer, Ring, RingBuilder};
+
+use crate::disk::DiskView;
+use crate::error::IterError;
+use crate::iterate::{Checked, IterRequest};
+use encode::{GroupKey, ScanPos};
+use scanner::Event;
+
+pub use rider::{Rider, RiderStats};
+
+/// Default frame bytes per shared chunk.
+pub const CHUNK_BYTES_DEFAULT: usize = 256 << 10;
+/// Default ring size: chunks in flight between the scanner and its slowest rider.
+pub const RING_SLOTS_DEFAULT: usize = 128;
+/// Default demotion bound.
+pub const RIDER_LAG_CHUNKS_MAX_DEFAULT: u64 = 64;
+
+/// The carousel's bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CarouselConfig {
+    /// Frame bytes per shared chunk (a chunk closes at the first item boundary past it, or
+    /// after as many stored bytes were read).
+    pub chunk_bytes: usize,
+    /// Chunks the ring holds (a power of two, at least 2). Memory: up to
+    /// `ring_slots × groups × chunk_bytes`.
+    pub ring_slots: usize,
+    /// The scanner runs at most this many chunks ahead of any rider; a rider that far
+    /// behind while another keeps pace is demoted to its own iterator (2 ..= ring_slots − 1,
+    /// so a ring slot is always free when the scanner publishes; see `policy`).
+    pub rider_lag_chunks_max: u64,
+}
+
+impl Default for CarouselConfig {
+    fn default() -> Self {
+        CarouselConfig {
+            chunk_bytes: CHUNK_BYTES_DEFAULT,
+            ring_slots: RING_SLOTS_DEFAULT,
+            rider_lag_chunks_max: RIDER_LAG_CHUNKS_MAX_DEFAULT,
+        }
+    }
+}
+
+impl CarouselConfig {
+    /// Refuse bounds that cannot work, saying which and why.
+    pub fn check(&self) -> Result<(), IterError> {
+        let refuse = |reason: String| Err(IterError::CarouselConfig { reason });
+        if self.chunk_bytes == 0 {
+            return refuse("chunk_bytes is 0; use at least 1 (default 256 KiB)".into());
+        }
+        if self.ring_slots < 2 || !self.ring_slots.is_power_of_two() {
+            return refuse(format!(
+                "ring_slots {} is not a power of two of at least 2",
+                self.ring_slots
+            ));
+        }
+        let slots = self.ring_slots as u64;
+        if self.rider_lag_chunks_max < 2 || self.rider_lag_chunks_max >= slots {
+            return refuse(format!(
+                "rider_lag_chunks_max {} must be between 2 and ring_slots - 1 = {} (raise \
+                 ring_slots for a larger bound)",
+                self.rider_lag_chunks_max,
+                slots - 1
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How a rider is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RiderMode {
+    /// On the shared scan (or waiting to board it at the next chunk boundary).
+    Shared,
+    /// Moved onto its own iterator after falling behind; may rejoin.
+    Demoted,
+    /// A dedicated iterator from the start (`Carousel::dedicated`).
+    Dedicated,
+}
+
+/// One rider in `CarouselStatus`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RiderStatus {
+    pub id: u64,
+    pub cut: Index,
+    pub range: Partition,
+    pub mode: RiderMode,
+    /// Version frames delivered so far.
+    pub frames: u64,
+    /// Frame bytes delivered so far.
+    pub bytes: u64,
+    pub demotions: u64,
+    pub rejoins: u64,
+}
+
+/// A carousel at one moment, for the status page and metrics.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CarouselStatus {
+    /// Whether the scanner thread is running.
+    pub running: bool,
+    /// Revolutions the scanner completed.
+    pub laps: u64,
+    /// Chunks encoded (one per filter group per ring slot).
+    pub chunks_encoded: u64,
+    /// Ring slots published.
+    pub ring_cursor: u64,
+    pub ring_slots: u64,
+    /// Distinct filter groups the scanner encodes for.
+    pub groups: usize,
+    pub riders: Vec<RiderStatus>,
+}
+
+/// The shared scan of one Disk View. `Send + Sync`; riders keep it alive.
+pub struct Carousel {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Carousel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Carousel")
+            .field("view", &self.inner.view)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) type Slot = Option<Arc<Event>>;
+
+pub(crate) struct Inner {
+    view: Arc<DiskView>,
+    config: CarouselConfig,
+    ring: Ring<Slot>,
+    state: Mutex<State>,
+    /// The scanner waits here while nobody rides the shared scan, or for the pack to read.
+    wake: Condvar,
+    /// The scanner is deciding or waiting: riders that read a chunk must wake it.
+    scanner_waiting: AtomicBool,
+    /// The scanner thread; held while it is started or stopped.
+    lifecycle: Mutex<Option<JoinHandle<()>>>,
+    running: AtomicBool,
+    laps: AtomicU64,
+    chunks_encoded: AtomicU64,
+}
+
+pub(crate) struct State {
+    /// The ring's one producer: the scanner thread holds it while it runs.
+    producer: Option<Producer<Slot>>,
+    /// Where the scan continues (kept across scanner runs, so the circle goes on).
+    pos: ScanPos,
+    riders: BTreeMap<u64, Arc<RiderShared>>,
+    next_rider_id: u64,
+    groups: BTreeMap<GroupKey, u64>,
+    next_group_id: u64,
+    /// Start and groups of the chunks still in the ring, oldest first: where a demoted
+    /// rider may rejoin.
+    recent: VecDeque<EventMeta>,
+    /// Set when the last rider leaves: the scanner exits at its next boundary.
+    stop: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct EventMeta {
+    seq: u64,
+    start: ScanPos,
+    groups: Vec<u64>,
+}
+
+const MODE_BOARDING: u8 = 0;
+const MODE_SHARED: u8 = 1;
+const MODE_DEMOTED: u8 = 2;
+const MODE_DEDICATED: u8 = 3;
+
+/// Where a rider boarded and where it leaves.
+#[derive(Clone, Debug)]
+pub(crate) struct Boarding {
+    start: ScanPos,
+    target: ScanPos,
+    group: u64,
+}
+
+/// What the scanner, the status page and the rider's own thread share about a rider.
+pub(crate) struct RiderShared {
+    id: u64,
+    checked: Checked,
+    group_key: GroupKey,
+    mode: AtomicU8,
+    /// Set by the scanner when it admits the rider.
+    boarding: Mutex<Option<Boarding>>,
+    admitted: Condvar,
+    /// The rider's place in the ring while it rides the shared scan.
+    slot: Mutex<Option<Consumer<Slot>>>,
+    /// The next ring sequence the rider reads (its lag is `cursor - position`).
+    position: AtomicU64,
+    /// Why the shared scan failed, once it has.
+    failure: Mutex<Option<String>>,
+    frames: AtomicU64,
+    bytes: AtomicU64,
+    demotions: AtomicU64,
+    rejoins: AtomicU64,
+}
+
+impl RiderShared {
+    fn new(id: u64, checked: Checked, mode: u8) -> Self {
+        RiderShared {
+            id,
+            group_key: GroupKey::of(&checked),
+            checked,
+            mode: AtomicU8::new(mode),
+            boarding: Mutex::new(None),
+            admitted: Condvar::new(),
+            slot: Mutex::new(None),
+            position: AtomicU64::new(0),
+            failure: Mutex::new(None),
+            frames: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            demotions: AtomicU64::new(0),
+            rejoins: AtomicU64::new(0),
+        }
+    }
+
+    fn mode(&self) -> u8 {
+        self.mode.load(Ordering::Acquire)
+    }
+
+    fn set_mode(&self, mode: u8) {
+        self.mode.store(mode, Ordering::Release);
+    }
+
+    /// Whether the rider needs the scanner (a dedicated rider does not).
+    fn rides_carousel(&self) -> bool {
+        self.mode() != MODE_DEDICATED
+    }
+
+    fn fail(&self, reason: &str) {
+        self.failure.lock().get_or_insert_with(|| reason.to_owned());
+        drop(self.boarding.lock());
+        self.admitted.notify_all();
+    }
+
+    fn failure(&self) -> Option<IterError> {
+        self.failure
+            .lock()
+            .as_ref()
+            .map(|reason| IterError::CarouselFailed {
+                reason: reason.clone(),
+            })
+    }
+
+    fn status(&self) -> RiderStatus {
+        let mode = match self.mode() {
+            MODE_DEMOTED => RiderMode::Demoted,
+            MODE_DEDICATED => RiderMode::Dedicated,
+            _ => RiderMode::Shared,
+        };
+        RiderStatus {
+            id: self.id,
+            cut: self.checked.cut,
+            range: self.checked.range,
+            mode,
+            frames: self.frames.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            demotions: self.demotions.load(Ordering::Relaxed),
+            rejoins: self.rejoins.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Carousel {
+    /// A carousel over `view`. Panics if `config` does not pass `CarouselConfig::check`
+    /// (use `try_new` for configuration that comes from a user).
+    pub fn new(view: Arc<DiskView>, config: CarouselConfig) -> Self {
+        match Self::try_new(view, config) {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A carousel over `view`, or why its configuration cannot work.
+    pub fn try_new(view: Arc<DiskView>, config: CarouselConfig) -> Result<Self, IterError> {
+        config.check()?;
+        let (producer, ring) = RingBuilder::new(config.ring_slots)
+            .name(format!("carousel {}", view.dir().display()))
+            .build::<Slot>()
+            .map_err(|e| IterError::CarouselConfig {
+                reason: e.to_string(),
+            })?;
+        let state = State {
+            producer: Some(producer),
+            pos: ScanPos::default(),
+            riders: BTreeMap::new(),
+            next_rider_id: 1,
+            groups: BTreeMap::new(),
+            next_group_id: 1,
+            recent: VecDeque::new(),
+            stop: false,
+        };
+        let inner = Inner {
+            view,
+            config,
+            ring,
+            state: Mutex::new(state),
+            wake: Condvar::new(),
+            scanner_waiting: AtomicBool::new(false),
+            lifecycle: Mutex::new(None),
+            running: AtomicBool::new(false),
+            laps: AtomicU64::new(0),
+            chunks_encoded: AtomicU64::new(0),
+        };
+        Ok(Carousel {
+            inner: Arc::new(inner),
+        })
+    }
+
+    pub fn view(&self) -> &Arc<DiskView> {
+        &self.inner.view
+    }
+
+    pub fn config(&self) -> &CarouselConfig {
+        &self.inner.config
+    }
+
+    /// Check the request (`IterRequest::check`: refusals before any data), fix the cut
+    /// (the view's applied index now, or `req.to`) and board the shared scan at the next
+    /// item boundary. Starts the scanner thread if none runs.
+    pub fn board(&self, req: &IterRequest) -> Result<Rider, IterError> {
+        let mut riders = self.board_all(std::slice::from_ref(req))?;
+        Ok(riders.pop().expect("one rider per request"))
+    }
+
+    /// Board several riders at the same chunk boundary: riders with equal filters then
+    /// share every chunk of their revolution. All requests are checked first; if one is
+    /// refused, none boards.
+    pub fn board_all(&self, reqs: &[IterRequest]) -> Result<Vec<Rider>, IterError> {
+        let view = &self.inner.view;
+        let applied = view.applied_index();
+        let checked = reqs
+            .iter()
+            .map(|req| req.check(view.partition(), applied))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut lifecycle = self.inner.lifecycle.lock();
+        let shared: Vec<Arc<RiderShared>> = {
+            let mut st = self.inner.state.lock();
+            let shared = checked
+                .into_iter()
+                .map(|checked| {
+                    let id = st.next_rider_id;
+                    st.next_rider_id += 1;
+                    let shared = Arc::new(RiderShared::new(id, checked, MODE_BOARDING));
+                    st.riders.insert(id, shared.clone());
+                    shared
+                })
+                .collect();
+            st.stop = false;
+            self.inner.wake.notify_all();
+            shared
+        };
+        if lifecycle.as_ref().is_none_or(JoinHandle::is_finished) {
+            if let Some(old) = lifecycle.take() {
+                join_scanner(old);
+            }
+            self.inner.running.store(true, Ordering::Release);
+            let inner = self.inner.clone();
+            let handle = std::thread::Builder::new()
+                .name("carousel-scanner".into())
+                .spawn(move || scanner::run(&inner))
+                .map_err(|e| IterError::CarouselFailed {
+                    reason: format!("cannot start the scanner thread: {e}"),
+                });
+            match handle {
+                Ok(h) => *lifecycle = Some(h),
+                Err(e) => {
+                    self.inner.running.store(false, Ordering::Release);
+                    let mut st = self.inner.state.lock();
+                    for rider in &shared {
+                        st.riders.remove(&rider.id);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        drop(lifecycle);
+        Ok(shared
+            .into_iter()
+            .map(|s| Rider::carousel(self.inner.clone(), s))
+            .collect())
+    }
+
+    /// The same answer from a dedicated iterator (no carousel), for comparison. It shows
+    /// in `status` with mode `dedicated`.
+    pub fn dedicated(&self, req: &IterRequest) -> Result<Rider, IterError> {
+        let view = &self.inner.view;
+        let checked = req.check(view.partition(), view.applied_index())?;
+        let shared = {
+            let mut st = self.inner.state.lock();
+            let id = st.next_rider_id;
+            st.next_rider_id += 1;
+            let shared = Arc::new(RiderShared::new(id, checked, MODE_DEDICATED));
+            st.riders.insert(id, shared.clone());
+            shared
+        };
+        // The worker iterates with the cut fixed here, whatever the view applies meanwhile.
+        let mut req = req.clone();
+        req.to = Some(shared.checked.cut);
+        Rider::dedicated(self.inner.clone(), shared, req)
+    }
+
+    pub fn status(&self) -> CarouselStatus {
+        let st = self.inner.state.lock();
+        CarouselStatus {
+            running: self.inner.running.load(Ordering::Acquire),
+            laps: self.inner.laps.load(Ordering::Relaxed),
+            chunks_encoded: self.inner.chunks_encoded.load(Ordering::Relaxed),
+            ring_cursor: self.inner.ring.cursor(),
+            ring_slots: self.inner.ring.capacity(),
+            groups: st.groups.len(),
+            riders: st.riders.values().map(|r| r.status()).collect(),
+        }
+    }
+}
+
+impl Inner {
+    /// A rider read a chunk: if the scanner is deciding or waiting for the pack, wake it.
+    /// (The rider stored its position first; the scanner sets the flag before it reads
+    /// positions, both SeqCst, so one of them sees the other.)
+    fn nudge(&self) {
+        if self.scanner_waiting.load(Ordering::SeqCst) {
+            let _st = self.state.lock();
+            self.wake.notify_all();
+        }
+    }
+
+    /// A rider leaves: it stops gating the scanner, leaves the status list, and if it was
+    /// the last rider of the carousel the scanner is stopped (and joined) before this
+    /// returns.
+    fn leave(&self, rider: &RiderShared) {
+        drop(rider.slot.lock().take());
+        let mut lifecycle = self.lifecycle.lock();
+        let last = {
+            let mut st = self.state.lock();
+            st.riders.remove(&rider.id);
+            let last = !st.riders.values().any(|r| r.rides_carousel());
+            st.stop |= last;
+            // A waiting scanner may have waited for this rider.
+            self.wake.notify_all();
+            last
+        };
+        if last && rider.rides_carousel() {
+            if let Some(handle) = lifecycle.take() {
+                join_scanner(handle);
+            }
+        }
+        // Admitted between the first take and the removal: drop that place too.
+        drop(rider.slot.lock().take());
+    }
+}
+
+fn join_scanner(handle: JoinHandle<()>) {
+    if handle.join().is_err() {
+        tracing::error!("the carousel scanner thread panicked");
+    }
+}

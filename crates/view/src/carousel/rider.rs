@@ -1,0 +1,524 @@
+//! A rider: one iteration request served by the carousel (or by a dedicated iterator, for
+//! comparison). It hands out chunks of whole frames and ends with the end frame.
+//!
+//! On the shared scan a rider reads one ring slot at a time and takes its group's chunk
+//! whole (the same `Bytes`), trims a copy (a narrower cut or range than the chunk's), or
+//! skips it. When the scanner has demoted it, the rider reads alone from exactly where it
+//! was with a short-lived RocksDB iterator per chunk, and rejoins the ring at a chunk that
+//! starts where it stands (policy::demoted_decision). Its position on the circle only
+//! grows, so no item is lost or repeated across the switches.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use rocksdb::ReadOptions;
+use serde::Serialize;
+use spindle_core::{Index, Partition};
+
+use super::encode::{chunk_use, trim, ChunkBuilder, ChunkUse, Filter, ItemBuf, ScanPos};
+use super::policy::{demoted_decision, DemotedDecision, RejoinView};
+use super::scanner::skip_kind;
+use super::{Inner, RiderShared, Slot, MODE_SHARED};
+use crate::error::IterError;
+use crate::frame::{encode_end, EndFrame, END_FRAME_BYTES};
+use crate::iterate::{IterRequest, ITER_READAHEAD_BYTES};
+use crate::keys;
+
+/// Counters of one rider.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RiderStats {
+    /// Version frames delivered.
+    pub frames: u64,
+    /// Frame bytes delivered, the end frame included.
+    pub bytes: u64,
+    /// Chunks delivered, the end frame's included.
+    pub chunks: u64,
+    /// Chunks handed on as the shared bytes (no copy).
+    pub chunks_shared: u64,
+    /// Shared chunks copied because part of them was above the cut or outside the range.
+    pub chunks_trimmed: u64,
+    /// Chunks read by the rider's own iterator (demoted, or dedicated).
+    pub chunks_alone: u64,
+    pub demotions: u64,
+    pub rejoins: u64,
+}
+
+/// One iteration served by a carousel: `next_chunk` until `None`. Dropping it leaves the
+/// carousel at once.
+pub struct Rider {
+    inner: Arc<Inner>,
+    shared: Arc<RiderShared>,
+    driver: Driver,
+    phase: Phase,
+    stats: RiderStats,
+}
+
+impl std::fmt::Debug for Rider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rider")
+            .field("id", &self.shared.id)
+            .field("cut", &self.cut())
+            .field("range", &self.range())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Driver {
+    Carousel(Ride),
+    /// Chunks from a worker thread that runs an `Iteration`: (bytes, frames, last).
+    Dedicated(Receiver<Result<(Bytes, u64, bool), IterError>>),
+}
+
+/// A carousel rider's place on the circle.
+struct Ride {
+    /// Everything in `[boarding start, pos)` was delivered; `None` until admitted.
+    pos: Option<ScanPos>,
+    /// Where its revolution ends.
+    target: ScanPos,
+    group: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// The revolution is complete: the end frame is next.
+    Ending,
+    Done,
+}
+
+/// What one step produced.
+enum Step {
+    Chunk {
+        bytes: Bytes,
+        frames: u64,
+        how: How,
+    },
+    /// Progress without frames (a skipped chunk, boarding, a mode switch).
+    Nothing,
+    /// The revolution is complete.
+    End,
+}
+
+#[derive(Clone, Copy)]
+enum How {
+    Shared,
+    Trimmed,
+    Alone,
+}
+
+impl Rider {
+    pub(crate) fn carousel(inner: Arc<Inner>, shared: Arc<RiderShared>) -> Rider {
+        let ride = Ride {
+            pos: None,
+            target: ScanPos::default(),
+            group: 0,
+        };
+        Rider {
+            inner,
+            shared,
+            driver: Driver::Carousel(ride),
+            phase: Phase::Running,
+            stats: RiderStats::default(),
+        }
+    }
+
+    /// A rider fed by a worker thread running a dedicated `Iteration` of `req` (whose cut
+    /// is already fixed).
+    pub(crate) fn dedicated(
+        inner: Arc<Inner>,
+        shared: Arc<RiderShared>,
+        req: IterRequest,
+    ) -> Result<Rider, IterError> {
+        // Two chunks in flight: the worker reads the next while the caller sends one.
+        let (tx, rx) = sync_channel(2);
+        let view = inner.view.clone();
+        let chunk_bytes = inner.config.chunk_bytes;
+        let spawned = std::thread::Builder::new()
+            .name("dedicated-rider".into())
+            .spawn(move || {
+                let mut it = match view.iterate(&req) {
+                    Ok(it) => it,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                loop {
+                    let mut buf = Vec::with_capacity(chunk_bytes.min(1 << 20) + 1024);
+                    let before = it.stats().frames;
+                    let sent = match it.fill(&mut buf, chunk_bytes) {
+                        Ok(done) => {
+                            let frames = it.stats().frames - before;
+                            tx.send(Ok((Bytes::from(buf), frames, done))).is_ok() && !done
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            false
+                        }
+                    };
+                    if !sent {
+                        return;
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            inner.leave(&shared);
+            return Err(IterError::CarouselFailed {
+                reason: format!("cannot start a dedicated iterator thread: {e}"),
+            });
+        }
+        Ok(Rider {
+            inner,
+            shared,
+            driver: Driver::Dedicated(rx),
+            phase: Phase::Running,
+            stats: RiderStats::default(),
+        })
+    }
+
+    /// The id this rider has in `CarouselStatus`.
+    pub fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    /// The cut: the consumer continues by tailing the log from `cut + 1`.
+    pub fn cut(&self) -> Index {
+        self.shared.checked.cut
+    }
+
+    /// The served range: the overlap of the request and the view.
+    pub fn range(&self) -> Partition {
+        self.shared.checked.range
+    }
+
+    pub fn stats(&self) -> RiderStats {
+        let mut stats = self.stats;
+        stats.demotions = self.shared.demotions.load(Ordering::Relaxed);
+        stats.rejoins = self.shared.rejoins.load(Ordering::Relaxed);
+        stats
+    }
+
+    /// Blocking: the next chunk of whole frames in the docs/iteration.md encoding. The
+    /// last chunk ends with the end frame (cut, range, frames); then `None`. After an
+    /// error, `None`.
+    pub fn next_chunk(&mut self) -> Option<Result<Bytes, IterError>> {
+        loop {
+            match self.phase {
+                Phase::Done => return None,
+                Phase::Ending => {
+                    self.phase = Phase::Done;
+                    self.inner.leave(&self.shared);
+                    let mut buf = Vec::with_capacity(END_FRAME_BYTES);
+                    let end = EndFrame {
+                        cut: self.cut(),
+                        range: self.range(),
+                        frames: self.stats.frames,
+                    };
+                    encode_end(&mut buf, &end);
+                    self.count(buf.len(), 0);
+                    return Some(Ok(Bytes::from(buf)));
+                }
+                Phase::Running => {}
+            }
+            let step = match &mut self.driver {
+                Driver::Carousel(ride) => ride.step(&self.inner, &self.shared),
+                Driver::Dedicated(rx) => {
+                    let got = rx.recv().unwrap_or_else(|_| {
+                        Err(IterError::CarouselFailed {
+                            reason: "the dedicated iterator's thread stopped".into(),
+                        })
+                    });
+                    match got {
+                        Ok((bytes, frames, last)) => {
+                            if last {
+                                self.phase = Phase::Done;
+                                self.inner.leave(&self.shared);
+                            }
+                            self.stats.chunks_alone += 1;
+                            self.stats.frames += frames;
+                            self.count(bytes.len(), frames);
+                            return Some(Ok(bytes));
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            match step {
+                Ok(Step::Chunk { bytes, frames, how }) => {
+                    match how {
+                        How::Shared => self.stats.chunks_shared += 1,
+                        How::Trimmed => self.stats.chunks_trimmed += 1,
+                        How::Alone => self.stats.chunks_alone += 1,
+                    }
+                    self.stats.frames += frames;
+                    self.count(bytes.len(), frames);
+                    return Some(Ok(bytes));
+                }
+                Ok(Step::Nothing) => {}
+                Ok(Step::End) => self.phase = Phase::Ending,
+                Err(e) => {
+                    self.phase = Phase::Done;
+                    self.inner.leave(&self.shared);
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+
+    fn count(&mut self, bytes: usize, frames: u64) {
+        self.stats.chunks += 1;
+        self.stats.bytes += bytes as u64;
+        self.shared.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.shared.frames.fetch_add(frames, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Rider {
+    fn drop(&mut self) {
+        if self.phase != Phase::Done {
+            self.phase = Phase::Done;
+            self.inner.leave(&self.shared);
+        }
+    }
+}
+
+impl Ride {
+    fn step(&mut self, inner: &Inner, rider: &RiderShared) -> Result<Step, IterError> {
+        if let Some(e) = rider.failure() {
+            return Err(e);
+        }
+        let Some(pos) = &self.pos else {
+            let boarding = await_boarding(rider)?;
+            self.pos = Some(boarding.start);
+            self.target = boarding.target;
+            self.group = boarding.group;
+            return Ok(Step::Nothing);
+        };
+        if *pos >= self.target {
+            return Ok(Step::End);
+        }
+        if rider.mode() == MODE_SHARED {
+            self.ride_shared(inner, rider)
+        } else {
+            self.ride_alone(inner, rider)
+        }
+    }
+
+    /// Take the next ring slot and this rider's part of its group's chunk.
+    fn ride_shared(&mut self, inner: &Inner, rider: &RiderShared) -> Result<Step, IterError> {
+        let event = {
+            let mut slot = rider.slot.lock();
+            let Some(consumer) = slot.as_mut() else {
+                // Demoted since the mode was read: read alone from here.
+                return Ok(Step::Nothing);
+            };
+            let batch = consumer
+                .wait_batch()
+                .map_err(|closed| IterError::CarouselFailed {
+                    reason: closed.to_string(),
+                })?;
+            let event = batch
+                .with_event(0, Slot::clone)
+                .expect("a published slot holds an event");
+            let end = batch.end();
+            drop(batch);
+            rider.position.store(end, Ordering::SeqCst);
+            event
+        };
+        inner.nudge();
+        if let Some(reason) = &event.failure {
+            return Err(IterError::CarouselFailed {
+                reason: reason.clone(),
+            });
+        }
+        let pos = self.pos.as_mut().expect("riding after boarding");
+        assert_eq!(event.start, *pos, "a rider's slots must be contiguous");
+        *pos = event.end.clone();
+        let c = &rider.checked;
+        let chunk = event
+            .chunks
+            .iter()
+            .find(|chunk| chunk.group == self.group)
+            .expect("the scanner encodes the group of every rider aboard");
+        assert!(
+            chunk.meta.cut >= c.cut && (!c.latest_only || chunk.meta.cut == c.cut),
+            "a chunk encoded to {} cannot serve cut {}",
+            chunk.meta.cut,
+            c.cut
+        );
+        Ok(match chunk_use(&chunk.meta, c.range, c.cut) {
+            ChunkUse::Skip => Step::Nothing,
+            ChunkUse::Whole => Step::Chunk {
+                bytes: chunk.bytes.clone(),
+                frames: chunk.meta.frames,
+                how: How::Shared,
+            },
+            ChunkUse::Trim => {
+                let (buf, frames) =
+                    trim(&chunk.bytes, c.range, c.cut).map_err(|e| IterError::CarouselFailed {
+                        reason: format!("a shared chunk did not decode: {e}"),
+                    })?;
+                if frames == 0 {
+                    Step::Nothing
+                } else {
+                    Step::Chunk {
+                        bytes: Bytes::from(buf),
+                        frames,
+                        how: How::Trimmed,
+                    }
+                }
+            }
+        })
+    }
+
+    /// Demoted: rejoin if the policy says so, else read one chunk alone.
+    fn ride_alone(&mut self, inner: &Inner, rider: &RiderShared) -> Result<Step, IterError> {
+        let pos = self.pos.clone().expect("riding after boarding");
+        let (view, ahead_start) = self.rejoin_view(inner, &pos);
+        let bound = match demoted_decision(view, inner.config.rider_lag_chunks_max) {
+            DemotedDecision::Rejoin { seq } => {
+                if rejoin(inner, rider, seq) {
+                    return Ok(Step::Nothing);
+                }
+                self.target.clone()
+            }
+            DemotedDecision::CatchUp { .. } => ahead_start.expect("an ahead chunk has a start"),
+            DemotedDecision::Alone => self.target.clone(),
+        };
+        let bound = bound.min(self.target.clone());
+        let filter = Filter::of(&rider.checked);
+        let (buf, frames, next) = read_alone(inner, &rider.checked.range, &filter, &pos, &bound)?;
+        assert!(next > pos, "reading alone must advance");
+        self.pos = Some(next);
+        Ok(if frames == 0 {
+            Step::Nothing
+        } else {
+            Step::Chunk {
+                bytes: Bytes::from(buf),
+                frames,
+                how: How::Alone,
+            }
+        })
+    }
+
+    /// What the policy needs: the ring's bounds and the chunks of this rider's group that
+    /// start at or after its position (and the start of the first one after it).
+    fn rejoin_view(&self, inner: &Inner, pos: &ScanPos) -> (RejoinView, Option<ScanPos>) {
+        let st = inner.state.lock();
+        let mut view = RejoinView {
+            cursor: inner.ring.cursor(),
+            oldest_joinable: inner.ring.oldest_joinable(),
+            aligned: None,
+            ahead: None,
+        };
+        let mut ahead_start = None;
+        for e in st.recent.iter() {
+            if e.seq < view.oldest_joinable || !e.groups.contains(&self.group) {
+                continue;
+            }
+            if e.start == *pos && view.aligned.is_none() {
+                view.aligned = Some(e.seq);
+            } else if e.start > *pos && e.start < self.target && view.ahead.is_none() {
+                view.ahead = Some(e.seq);
+                ahead_start = Some(e.start.clone());
+            }
+        }
+        (view, ahead_start)
+    }
+}
+
+/// Wait until the scanner has admitted the rider.
+fn await_boarding(rider: &RiderShared) -> Result<super::Boarding, IterError> {
+    let mut boarding = rider.boarding.lock();
+    loop {
+        if let Some(b) = boarding.as_ref() {
+            return Ok(b.clone());
+        }
+        if let Some(e) = rider.failure() {
+            return Err(e);
+        }
+        rider.admitted.wait(&mut boarding);
+    }
+}
+
+/// Join the ring at `seq`; `false` if its slot was rewritten meanwhile. Under the state
+/// lock, so the scanner sees the rider either demoted or riding, and wakes if it waited for
+/// a shared rider.
+fn rejoin(inner: &Inner, rider: &RiderShared, seq: u64) -> bool {
+    let _st = inner.state.lock();
+    let Ok(mut consumer) = inner.ring.join_at(&format!("rider {}", rider.id), seq) else {
+        return false;
+    };
+    consumer.set_batch_events_max(1);
+    *rider.slot.lock() = Some(consumer);
+    rider.position.store(seq, Ordering::SeqCst);
+    rider.set_mode(MODE_SHARED);
+    rider.rejoins.fetch_add(1, Ordering::Relaxed);
+    inner.wake.notify_all();
+    true
+}
+
+/// Read alone from `pos` towards `bound` (within one lap), about one chunk of whole items
+/// of `range`. Returns the frames, their count and the new position.
+fn read_alone(
+    inner: &Inner,
+    range: &Partition,
+    filter: &Filter,
+    pos: &ScanPos,
+    bound: &ScanPos,
+) -> Result<(Vec<u8>, u64, ScanPos), IterError> {
+    let view = &*inner.view;
+    let budget = inner.config.chunk_bytes;
+    let limit = bound.clone().min(pos.lap_end());
+    let lower = pos.key.clone().max(keys::hash_floor(range.lo()));
+    let mut upper = keys::hash_ceiling(range.hi());
+    if limit.lap == pos.lap {
+        upper = Some(upper.map_or(limit.key.clone(), |u| u.min(limit.key.clone())));
+    }
+    let mut builder = ChunkBuilder::new(filter.clone(), budget.min(1 << 20) + 1024);
+    if upper.as_ref().is_some_and(|u| *u <= lower) {
+        return Ok((Vec::new(), 0, limit));
+    }
+    let mut opts = ReadOptions::default();
+    opts.set_iterate_lower_bound(lower.clone());
+    if let Some(u) = upper {
+        opts.set_iterate_upper_bound(u);
+    }
+    opts.fill_cache(false);
+    opts.set_readahead_size(ITER_READAHEAD_BYTES);
+    let mut it = view.db().raw_iterator_opt(opts);
+    it.seek(&lower);
+    let mut item = ItemBuf::default();
+    let (mut raw_bytes, mut items) = (0usize, 0u64);
+    loop {
+        let Some(key) = it.key() else {
+            it.status().map_err(crate::disk::db_err(view.dir()))?;
+            break;
+        };
+        let parts = keys::split_key(key).ok_or_else(|| view.corrupt(format!("bad key {key:?}")))?;
+        if items > 0 && (raw_bytes >= budget || builder.buf.len() >= budget) {
+            let next = ScanPos {
+                lap: pos.lap,
+                key: parts.prefix.to_vec(),
+            };
+            let frames = builder.meta.frames;
+            return Ok((builder.buf, frames, next));
+        }
+        if !filter.kinds.allows(parts.kind) {
+            let (hash, kind) = (parts.hash, parts.kind);
+            if !skip_kind(&mut it, hash, kind) {
+                break;
+            }
+            continue;
+        }
+        item.load(&mut it, view)?;
+        raw_bytes += item.raw_bytes;
+        items += 1;
+        builder.add(&item, view)?;
+    }
+    let frames = builder.meta.frames;
+    Ok((builder.buf, frames, limit))
+}

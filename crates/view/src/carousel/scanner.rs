@@ -1,0 +1,367 @@
+//! The carousel's scanner thread: at each chunk boundary it admits boarding riders, paces
+//! itself to its riders (waits for the pack, or demotes a rider that holds back one that
+//! keeps pace: policy::shared_decision), and plans the next chunk (filter
+//! groups, their cuts, and where the chunk must end so that every rider's revolution ends
+//! on a boundary); then it reads whole items from RocksDB, encodes one chunk per group and
+//! publishes them in one ring slot.
+//!
+//! Consistency: a RocksDB iterator sees the database as of its creation (or last refresh).
+//! The iterator is refreshed whenever a group's cut is above the applied index it is known
+//! to see, and at every lap start (so it never pins old table files for long).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use rocksdb::{DBRawIteratorWithThreadMode, DB};
+use spindle_core::{Index, ItemKind};
+use spindle_ring::Producer;
+
+use super::encode::{ChunkBuilder, ChunkMeta, Filter, ItemBuf, ScanPos};
+use super::policy::{shared_decision, SharedDecision};
+use super::{Boarding, EventMeta, Inner, RiderShared, Slot, State};
+use super::{MODE_BOARDING, MODE_DEMOTED, MODE_SHARED};
+use crate::error::IterError;
+use crate::iterate::{scan_options, Kinds};
+use crate::keys;
+
+/// One ring slot: the chunks of one stretch `[start, end)` of the circle, one per group.
+#[derive(Debug)]
+pub(crate) struct Event {
+    pub start: ScanPos,
+    pub end: ScanPos,
+    pub chunks: Vec<GroupChunk>,
+    /// The scan failed here: riders that read this slot stop with this error.
+    pub failure: Option<String>,
+}
+
+/// One group's frames of an event.
+#[derive(Debug)]
+pub(crate) struct GroupChunk {
+    pub group: u64,
+    pub bytes: Bytes,
+    pub meta: ChunkMeta,
+}
+
+/// What the next chunk must hold and where it must end.
+#[derive(Debug)]
+struct Plan {
+    start: ScanPos,
+    /// A rider's revolution ends here in this lap: the chunk ends before this item prefix.
+    stop: Option<Vec<u8>>,
+    groups: Vec<(u64, Filter)>,
+    cut_max: Index,
+    kinds: Kinds,
+}
+
+/// The thread's body: scan until told to stop; on an error, fail every rider aboard.
+pub(crate) fn run(inner: &Arc<Inner>) {
+    let mut producer = inner
+        .state
+        .lock()
+        .producer
+        .take()
+        .expect("one scanner runs at a time");
+    if let Err(e) = scan(inner, &mut producer) {
+        tracing::error!(view = %inner.view.dir().display(), "carousel scan failed: {e}");
+        fail_all(inner, &mut producer, &e.to_string());
+    }
+    inner.state.lock().producer = Some(producer);
+    inner.running.store(false, Ordering::Release);
+}
+
+fn scan(inner: &Inner, producer: &mut Producer<Slot>) -> Result<(), IterError> {
+    let view = &*inner.view;
+    let mut it = view.db().raw_iterator_opt(scan_options(view.partition()));
+    // The applied index the iterator is known to see, and where it stands.
+    let mut seen = Index::ZERO;
+    let mut at: Option<ScanPos> = None;
+    let mut item = ItemBuf::default();
+    while let Some(plan) = boundary(inner, producer.cursor()) {
+        if plan.cut_max > seen || plan.start.key.is_empty() || at.as_ref() != Some(&plan.start) {
+            seen = view.applied_index();
+            it.refresh().map_err(crate::disk::db_err(view.dir()))?;
+            if plan.start.key.is_empty() {
+                it.seek(keys::hash_floor(view.partition().lo()));
+            } else {
+                it.seek(&plan.start.key);
+            }
+        }
+        let event = scan_chunk(inner, &mut it, &mut item, &plan)?;
+        at = Some(event.end.clone());
+        publish(inner, producer, event);
+    }
+    Ok(())
+}
+
+/// Admit, demote, and plan the next chunk; waits while nobody rides the shared scan or
+/// while the pack is at the lag bound. `None`: the last rider left, stop.
+fn boundary(inner: &Inner, cursor: u64) -> Option<Plan> {
+    let mut st = inner.state.lock();
+    loop {
+        // Before reading positions: a rider that reads from now on wakes us (`nudge`).
+        inner.scanner_waiting.store(true, Ordering::SeqCst);
+        if st.stop {
+            inner.scanner_waiting.store(false, Ordering::SeqCst);
+            return None;
+        }
+        admit(inner, &mut st, cursor);
+        if pace(inner, &st, cursor) {
+            inner.scanner_waiting.store(false, Ordering::SeqCst);
+            return Some(plan(&mut st));
+        }
+        inner.wake.wait(&mut st);
+    }
+}
+
+/// Apply `policy::shared_decision` to every rider of the shared scan. `true`: publish now;
+/// `false`: wait (nobody rides the shared scan, the pack is at the bound, or a rider to
+/// demote is taking a chunk right now and will wake us).
+fn pace(inner: &Inner, st: &State, cursor: u64) -> bool {
+    let max = inner.config.rider_lag_chunks_max;
+    let lags: Vec<(&RiderShared, u64)> = st
+        .riders
+        .values()
+        .filter(|r| r.mode() == MODE_SHARED)
+        .map(|r| {
+            let lag = cursor.saturating_sub(r.position.load(Ordering::SeqCst));
+            (&**r, lag)
+        })
+        .collect();
+    let Some(leader) = lags.iter().map(|(_, lag)| *lag).min() else {
+        return false;
+    };
+    let mut publish = true;
+    for (rider, lag) in lags {
+        match shared_decision(lag, leader, max) {
+            SharedDecision::Ride => {}
+            SharedDecision::Wait => publish = false,
+            SharedDecision::Demote => publish &= demote(rider),
+        }
+    }
+    publish
+}
+
+/// Move a rider onto its own iterator. `false` if it is taking a chunk right now (its slot
+/// is locked): it will have read one when it wakes us.
+fn demote(rider: &RiderShared) -> bool {
+    let Some(mut slot) = rider.slot.try_lock() else {
+        return false;
+    };
+    if slot.take().is_some() {
+        rider.set_mode(MODE_DEMOTED);
+        rider.demotions.fetch_add(1, Ordering::Relaxed);
+    }
+    true
+}
+
+/// Board every waiting rider at the next chunk: it joins the ring at the cursor.
+fn admit(inner: &Inner, st: &mut State, cursor: u64) {
+    let boarding: Vec<_> = st
+        .riders
+        .values()
+        .filter(|r| r.mode() == MODE_BOARDING)
+        .cloned()
+        .collect();
+    for rider in boarding {
+        let next_group_id = &mut st.next_group_id;
+        let group = *st.groups.entry(rider.group_key.clone()).or_insert_with(|| {
+            *next_group_id += 1;
+            *next_group_id - 1
+        });
+        let mut consumer = inner
+            .ring
+            .join_at(&format!("rider {}", rider.id), cursor)
+            .expect("the scanner joins riders at its own cursor, which no claim has passed");
+        consumer.set_batch_events_max(1);
+        *rider.slot.lock() = Some(consumer);
+        rider.position.store(cursor, Ordering::SeqCst);
+        rider.set_mode(MODE_SHARED);
+        *rider.boarding.lock() = Some(Boarding {
+            start: st.pos.clone(),
+            target: st.pos.one_lap_later(),
+            group,
+        });
+        rider.admitted.notify_all();
+    }
+}
+
+fn plan(st: &mut State) -> Plan {
+    let mut groups: Vec<(u64, super::encode::GroupKey, Index)> = Vec::new();
+    let mut stop: Option<Vec<u8>> = None;
+    for rider in st.riders.values() {
+        if !matches!(rider.mode(), MODE_SHARED | MODE_DEMOTED) {
+            continue;
+        }
+        let Some(b) = rider.boarding.lock().clone() else {
+            continue;
+        };
+        if b.target.lap == st.pos.lap
+            && b.target.key > st.pos.key
+            && stop.as_ref().is_none_or(|s| b.target.key < *s)
+        {
+            stop = Some(b.target.key.clone());
+        }
+        let cut = rider.checked.cut;
+        match groups.iter_mut().find(|(id, _, _)| *id == b.group) {
+            Some(g) => g.2 = g.2.max(cut),
+            None => groups.push((b.group, rider.group_key.clone(), cut)),
+        }
+    }
+    st.groups
+        .retain(|_, id| groups.iter().any(|(used, _, _)| used == id));
+    let mut kinds = Kinds {
+        nodes: false,
+        edges: false,
+    };
+    let mut cut_max = Index::ZERO;
+    let groups = groups
+        .into_iter()
+        .map(|(id, key, cut)| {
+            let filter = key.filter(cut);
+            kinds.nodes |= filter.kinds.nodes;
+            kinds.edges |= filter.kinds.edges;
+            cut_max = cut_max.max(filter.cut);
+            (id, filter)
+        })
+        .collect();
+    Plan {
+        start: st.pos.clone(),
+        stop,
+        groups,
+        cut_max,
+        kinds,
+    }
+}
+
+/// Read whole items from `plan.start` until a chunk is full, a rider's revolution ends, or
+/// the lap ends; encode them once per group.
+fn scan_chunk(
+    inner: &Inner,
+    it: &mut DBRawIteratorWithThreadMode<'_, DB>,
+    item: &mut ItemBuf,
+    plan: &Plan,
+) -> Result<Event, IterError> {
+    let view = &*inner.view;
+    let chunk_bytes = inner.config.chunk_bytes;
+    let mut builders: Vec<ChunkBuilder> = plan
+        .groups
+        .iter()
+        .map(|(_, f)| ChunkBuilder::new(f.clone(), chunk_bytes.min(1 << 20) + 1024))
+        .collect();
+    let (mut raw_bytes, mut items) = (0usize, 0u64);
+    let end = loop {
+        let Some(key) = it.key() else {
+            it.status().map_err(crate::disk::db_err(view.dir()))?;
+            break plan.start.lap_end();
+        };
+        let parts = keys::split_key(key).ok_or_else(|| view.corrupt(format!("bad key {key:?}")))?;
+        let full = raw_bytes >= chunk_bytes || builders.iter().any(|b| b.buf.len() >= chunk_bytes);
+        let at_stop = plan.stop.as_deref().is_some_and(|s| parts.prefix >= s);
+        if at_stop || (items > 0 && full) {
+            break ScanPos {
+                lap: plan.start.lap,
+                key: parts.prefix.to_vec(),
+            };
+        }
+        if !plan.kinds.allows(parts.kind) {
+            let (hash, kind) = (parts.hash, parts.kind);
+            if !skip_kind(it, hash, kind) {
+                break plan.start.lap_end();
+            }
+            continue;
+        }
+        item.load(it, view)?;
+        raw_bytes += item.raw_bytes;
+        items += 1;
+        for b in &mut builders {
+            b.add(item, view)?;
+        }
+    };
+    let chunks = plan
+        .groups
+        .iter()
+        .zip(builders)
+        .map(|((group, _), b)| {
+            let (bytes, meta) = b.finish();
+            GroupChunk {
+                group: *group,
+                bytes,
+                meta,
+            }
+        })
+        .collect::<Vec<_>>();
+    inner
+        .chunks_encoded
+        .fetch_add(chunks.len() as u64, Ordering::Relaxed);
+    Ok(Event {
+        start: plan.start.clone(),
+        end,
+        chunks,
+        failure: None,
+    })
+}
+
+/// Seek past every key of `kind` at `hash` (no group wants that kind). `false`: that was
+/// the end of the hash space.
+pub(crate) fn skip_kind(
+    it: &mut DBRawIteratorWithThreadMode<'_, DB>,
+    hash: u32,
+    kind: ItemKind,
+) -> bool {
+    let mut target = hash.to_be_bytes().to_vec();
+    if kind == ItemKind::Node {
+        target.push(ItemKind::Edge as u8);
+    } else if let Some(next) = hash.checked_add(1) {
+        target = next.to_be_bytes().to_vec();
+    } else {
+        return false;
+    }
+    it.seek(target);
+    true
+}
+
+/// Put the event in the next ring slot (every rider lags less than the bound, which is
+/// below the ring's size, so the claim never waits) and remember where it starts, for rejoining riders.
+fn publish(inner: &Inner, producer: &mut Producer<Slot>, event: Event) {
+    let meta = EventMeta {
+        seq: producer.cursor(),
+        start: event.start.clone(),
+        groups: event.chunks.iter().map(|c| c.group).collect(),
+    };
+    let wrapped = event.end.lap > event.start.lap;
+    let end = event.end.clone();
+    let mut claim = producer.claim(1);
+    claim.with_slot(0, |slot| *slot = Some(Arc::new(event)));
+    claim.publish();
+    let mut st = inner.state.lock();
+    st.pos = end;
+    st.recent.push_back(meta);
+    while st.recent.len() > inner.config.ring_slots {
+        st.recent.pop_front();
+    }
+    if wrapped {
+        inner.laps.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The scan failed: every rider aboard gets the error, including riders waiting at the
+/// head of the ring (they read a failure slot).
+fn fail_all(inner: &Inner, producer: &mut Producer<Slot>, reason: &str) {
+    let pos = {
+        let st = inner.state.lock();
+        for rider in st.riders.values().filter(|r| r.rides_carousel()) {
+            rider.fail(reason);
+        }
+        st.pos.clone()
+    };
+    let event = Event {
+        start: pos.clone(),
+        end: pos,
+        chunks: Vec::new(),
+        failure: Some(reason.to_owned()),
+    };
+    let mut claim = producer.claim(1);
+    claim.with_slot(0, |slot| *slot = Some(Arc::new(event)));
+    claim.publish();
+}
