@@ -1,0 +1,74 @@
+//! Frames are encoded once and shared: riders with equal filters that board together get
+//! every chunk as the same allocation (zero-copy), a rider with other filters gets its own
+//! encoding, and the scanner encodes one chunk per filter group per ring slot.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use spindle_core::Partition;
+use spindle_view::{Carousel, CarouselConfig, IterRequest};
+
+#[test]
+fn riders_with_equal_filters_share_every_chunk() {
+    let records = random_records(&mut Rng::new(3), 800, 400);
+    let dir = tempfile::tempdir().unwrap();
+    let view = Arc::new(view_with(dir.path(), Partition::ALL, &records));
+    let config = CarouselConfig {
+        chunk_bytes: 2048,
+        ring_slots: 16,
+        rider_lag_chunks_max: 8,
+    };
+    let carousel = Carousel::new(view, config);
+    let all = IterRequest::range(Partition::ALL);
+    // Other filters, but a frame for every item: it reads at the same pace.
+    let mut keys = all.clone();
+    keys.keys_only = true;
+    let mut riders = carousel
+        .board_all(&[all.clone(), all.clone(), keys])
+        .unwrap();
+    let mut outputs = [Vec::new(), Vec::new(), Vec::new()];
+    let mut open = [true; 3];
+    // Read in lockstep, so nobody falls behind.
+    while open.iter().any(|o| *o) {
+        if outputs[0].len() == 3 {
+            let status = carousel.status();
+            assert_eq!(status.groups, 2, "{status:?}");
+        }
+        for (i, rider) in riders.iter_mut().enumerate() {
+            if open[i] {
+                match rider.next_chunk() {
+                    Some(chunk) => outputs[i].push(chunk.unwrap()),
+                    None => open[i] = false,
+                }
+            }
+        }
+    }
+    let (a, b, n) = (&outputs[0], &outputs[1], &outputs[2]);
+    assert!(a.len() > 10, "the test needs a revolution of many chunks");
+    assert_eq!(a.len(), b.len());
+    // Every data chunk is the same allocation; only the end frames are each rider's own.
+    for (x, y) in a.iter().zip(b).take(a.len() - 1) {
+        assert_eq!(x.as_ptr(), y.as_ptr(), "equal filters got separate copies");
+        assert_eq!(x.len(), y.len());
+    }
+    for x in n {
+        assert!(
+            !a.iter().any(|y| y.as_ptr() == x.as_ptr()),
+            "another filter got the same bytes"
+        );
+    }
+    for rider in &riders {
+        let stats = rider.stats();
+        assert_eq!(stats.demotions, 0, "{stats:?}");
+        assert_eq!(stats.chunks_shared + 1, stats.chunks, "{stats:?}");
+    }
+    assert_eq!(decode_chunks(a), decode_chunks(b));
+    // One encoding per group per slot: two groups, never three.
+    let status = carousel.status();
+    assert!(
+        status.chunks_encoded <= 2 * status.ring_cursor,
+        "{status:?}"
+    );
+}
