@@ -11,9 +11,11 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use spindle_core::{Index, ItemKey, Partition, Transaction, Value};
+use spindle_core::{Index, Partition, Transaction};
 use spindle_log::{FileLog, LogConfig, SyncMode};
 use spindle_view::frame::{FrameReader, FrameRef};
+
+use crate::graph::{generate, GraphSpec};
 use spindle_view::{
     follow, select, BootProgress, CatalogEntry, DiskView, IterRequest, MemoryView, Role,
     SelectRequest,
@@ -46,68 +48,30 @@ pub struct Args {
     pub json: bool,
 }
 
-/// xorshift64*: deterministic and dependency-free.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+fn spec(a: &Args) -> GraphSpec {
+    GraphSpec {
+        nodes: a.nodes,
+        edges: a.edges,
+        versions: a.versions,
+        seed: a.seed,
     }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
-fn item(a: &Args, rng: &mut Rng, i: u64) -> ItemKey {
-    if i < a.nodes {
-        return ItemKey::node(format!("user/{i}")).unwrap();
-    }
-    // Power-law out-degrees: the source index is skewed towards low ids.
-    let u = (rng.below(1 << 20) as f64 / f64::from(1 << 20)).powi(3);
-    let from = (u * a.nodes as f64) as u64;
-    let to = rng.below(a.nodes);
-    ItemKey::edge(format!("user/{from}"), "follows", format!("user/{to}")).unwrap()
 }
 
 fn load(a: &Args, log: &FileLog) -> u64 {
-    let items = a.nodes + a.edges;
-    let mut rng = Rng(a.seed.max(1));
-    let keys: Vec<ItemKey> = (0..items).map(|i| item(a, &mut rng, i)).collect();
-    let mut writes = 0;
     let mut txns = Vec::new();
     let mut txn = Transaction::new();
-    // Round 0 writes every item, each later round about half of them: `versions` versions
-    // per item on average.
-    for round in 0..(2 * a.versions).saturating_sub(1).max(1) {
-        for key in &keys {
-            if rng.below(2) == 0 && round > 0 {
-                continue;
-            }
-            let n = rng.below(1000);
-            let value = Value::json(format!(
-                r#"{{"name":"{}","age":{},"city":"c{}","v":{round}}}"#,
-                key.partition_key(),
-                n % 90,
-                n % 50
-            ))
-            .unwrap();
-            txn = txn.write(key.clone(), value);
-            writes += 1;
-            if txn.writes.len() == TXN_WRITES {
-                txns.push(std::mem::take(&mut txn));
-            }
-            if txns.len() == 64 {
-                for r in futures_block_on(log.append_many(&txns)) {
-                    r.unwrap();
-                }
-                txns.clear();
-            }
+    let writes = generate(&spec(a), |key, value| {
+        txn = std::mem::take(&mut txn).write(key, value);
+        if txn.writes.len() == TXN_WRITES {
+            txns.push(std::mem::take(&mut txn));
         }
-    }
+        if txns.len() == 64 {
+            for r in futures_block_on(log.append_many(&txns)) {
+                r.unwrap();
+            }
+            txns.clear();
+        }
+    });
     if !txn.writes.is_empty() {
         txns.push(txn);
     }

@@ -2,6 +2,7 @@
 //! same machine and prints a table of ratios (or one JSON object per system with `--json`).
 
 pub mod chunks;
+pub mod graph;
 pub mod iterate;
 pub mod log;
 pub mod report;

@@ -4,6 +4,10 @@
 
 mod inspect;
 mod inspect_chunks;
+mod load;
+mod ride;
+mod serve;
+mod status;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +33,16 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the embedded node: file log, Disk Views, Memory and Index Views, HTTP and gRPC.
+    Serve(serve::Args),
+    /// Board a carousel of a running node and report the time and MiB/s of one revolution.
+    Ride(ride::Args),
+    /// Load a JSON-lines graph file into a running node.
+    Load(load::LoadArgs),
+    /// Write the benchmarks' synthetic graph as a JSON-lines file for `spindle load`.
+    Gen(load::GenArgs),
+    /// Show a running node's status: log, views, boots, carousels, truncation.
+    Status(status::Args),
     /// Run a benchmark scenario against its peers in one run.
     Bench {
         #[command(subcommand)]
@@ -75,6 +89,11 @@ fn main() -> ExitCode {
             }
         },
         Command::Inspect { dir, json } => inspect::run(&dir, json),
+        Command::Serve(args) => serve::run(&args),
+        Command::Ride(args) => ride::run(&args),
+        Command::Load(args) => load::load(&args),
+        Command::Gen(args) => load::gen(&args),
+        Command::Status(args) => status::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -23,6 +23,7 @@ pub mod versions;
 mod writer;
 
 use std::future::Future;
+use std::sync::Arc;
 
 pub use config::{LogConfig, SyncMode};
 pub use error::{AppendError, FailedCondition, OpenError, ReadError, TruncateError};
@@ -79,5 +80,39 @@ impl Log for FileLog {
 
     fn first_index(&self) -> Index {
         FileLog::first_index(self)
+    }
+}
+
+/// A shared log is a log: the server hands one `Arc<FileLog>` to every view follower.
+impl<L: Log> Log for Arc<L> {
+    fn append(&self, txn: &Transaction) -> impl Future<Output = Result<Index, AppendError>> + Send {
+        L::append(self, txn)
+    }
+
+    fn read(
+        &self,
+        from: Index,
+        max_records: usize,
+    ) -> impl Future<Output = Result<Vec<Record>, ReadError>> + Send {
+        L::read(self, from, max_records)
+    }
+
+    fn wait_for(&self, index: Index) -> impl Future<Output = Result<Index, ReadError>> + Send {
+        L::wait_for(self, index)
+    }
+
+    fn truncate_prefix(
+        &self,
+        below: Index,
+    ) -> impl Future<Output = Result<Index, TruncateError>> + Send {
+        L::truncate_prefix(self, below)
+    }
+
+    fn durable_index(&self) -> Index {
+        L::durable_index(self)
+    }
+
+    fn first_index(&self) -> Index {
+        L::first_index(self)
     }
 }

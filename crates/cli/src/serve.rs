@@ -1,0 +1,109 @@
+//! `spindle serve`: the embedded node on a config file and flags (flags win).
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use spindle_server::config::IndexConfig;
+use spindle_server::{Node, ServerConfig};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A TOML config file (docs/api.md lists the keys); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data directory (default ./spindle-data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// HTTP/JSON listener (default 127.0.0.1:7070).
+    #[arg(long)]
+    http_listen: Option<SocketAddr>,
+    /// gRPC listener (default 127.0.0.1:7071).
+    #[arg(long)]
+    grpc_listen: Option<SocketAddr>,
+    /// Bearer token required on every request; needed to listen on a non-loopback address.
+    #[arg(long, env = "SPINDLE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Disk View partitions.
+    #[arg(long)]
+    disk_partitions: Option<u64>,
+    /// An Index View, as NAME=POINTER (e.g. by_name=/name); repeatable.
+    #[arg(long = "index", value_name = "NAME=POINTER")]
+    indexes: Vec<String>,
+    /// Do not keep a Memory View.
+    #[arg(long)]
+    no_memory_view: bool,
+    /// Never delete log segments.
+    #[arg(long)]
+    no_truncate: bool,
+    /// RocksDB block cache per Disk View, in bytes.
+    #[arg(long)]
+    disk_block_cache_bytes: Option<usize>,
+}
+
+fn config(args: &Args) -> anyhow::Result<ServerConfig> {
+    let mut c = match &args.config {
+        Some(path) => ServerConfig::from_file(path)?,
+        None => ServerConfig::default(),
+    };
+    if let Some(v) = &args.data_dir {
+        c.data_dir = v.clone();
+    }
+    if let Some(v) = args.http_listen {
+        c.http_listen = v;
+    }
+    if let Some(v) = args.grpc_listen {
+        c.grpc_listen = v;
+    }
+    if args.token.is_some() {
+        c.token = args.token.clone();
+    }
+    if let Some(v) = args.disk_partitions {
+        c.disk_partitions = v;
+    }
+    for spec in &args.indexes {
+        let Some((name, pointer)) = spec.split_once('=') else {
+            anyhow::bail!("--index {spec:?} must be NAME=POINTER, e.g. by_name=/name");
+        };
+        c.index_views.push(IndexConfig {
+            name: name.to_owned(),
+            pointer: pointer.to_owned(),
+        });
+    }
+    if args.no_memory_view {
+        c.memory_view = false;
+    }
+    if args.no_truncate {
+        c.truncate = false;
+    }
+    if let Some(v) = args.disk_block_cache_bytes {
+        c.disk_block_cache_bytes = v;
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let config = config(args)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let data_dir = config.data_dir.clone();
+    let node = Node::open(config)?;
+    rt.block_on(spindle_server::serve::serve(
+        node,
+        spindle_server::serve::signals(),
+        |bound| {
+            // One parseable line on stdout: scripts and tests read the bound ports from it.
+            println!(
+                "spindle serve: http={} grpc={} data={}",
+                bound.http,
+                bound.grpc,
+                data_dir.display()
+            );
+            let _ = std::io::stdout().flush();
+        },
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}

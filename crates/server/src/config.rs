@@ -1,0 +1,266 @@
+//! The node's configuration: a TOML file (every key optional) overlaid by command-line flags.
+//! Validation refuses what would be unsafe or meaningless before anything is opened: a
+//! listener on a non-loopback address without a bearer token, zero partitions, a bad
+//! JSON Pointer for an Index View.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// One Index View: property value → node ids for the property at `pointer`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct IndexConfig {
+    /// The name in `/v1/index/{name}`.
+    pub name: String,
+    /// A JSON Pointer (RFC 6901) such as `/name`.
+    pub pointer: String,
+}
+
+/// Everything `spindle serve` needs. Field names are the TOML keys.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Directory of the log, the Disk Views and the chunk store (created if missing).
+    pub data_dir: PathBuf,
+    /// HTTP/JSON listener.
+    pub http_listen: SocketAddr,
+    /// gRPC listener (iteration, log tail).
+    pub grpc_listen: SocketAddr,
+    /// Bearer token every request must carry. Required when a listener is not loopback.
+    pub token: Option<String>,
+    /// Disk View partitions (each its own RocksDB), "partition i of n" of DESIGN.md §1.
+    pub disk_partitions: u64,
+    /// Keep a Memory View (booted from the Disk Views on every start).
+    pub memory_view: bool,
+    /// Index Views to keep.
+    pub index_views: Vec<IndexConfig>,
+    /// Disk View replicas that must have applied a log prefix before it may be deleted.
+    pub truncate_replicas_min: usize,
+    /// Delete log segments that every Disk View covers (off: keep the whole log).
+    pub truncate: bool,
+    /// How often the truncation worker runs.
+    pub truncate_interval_ms: u64,
+    /// Preallocated size of each log segment.
+    pub log_segment_bytes: u64,
+    /// fdatasync before acknowledging appends. Off only for experiments: acknowledged
+    /// writes can then be lost on a crash.
+    pub log_sync: bool,
+    /// Largest HTTP request body (transactions, multiget).
+    pub request_body_bytes_max: usize,
+    /// Largest chunk accepted by `PUT /v1/chunks/{id}`.
+    pub chunk_bytes_max: usize,
+    /// Space the chunk store may use.
+    pub chunk_store_bytes_max: u64,
+    /// Frame bytes per gRPC iteration message.
+    pub iter_chunk_bytes: usize,
+    /// Chunks a carousel rider may fall behind the scanner before it is moved to its own
+    /// iterator.
+    pub rider_lag_chunks_max: u64,
+    /// RocksDB block cache of each Disk View (0: RocksDB's default).
+    pub disk_block_cache_bytes: usize,
+    /// Longest wait a read may ask for (`min_index` with `timeout_ms`).
+    pub read_wait_ms_max: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            data_dir: PathBuf::from("spindle-data"),
+            http_listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            grpc_listen: SocketAddr::from(([127, 0, 0, 1], 7071)),
+            token: None,
+            disk_partitions: 4,
+            memory_view: true,
+            index_views: Vec::new(),
+            truncate_replicas_min: 1,
+            truncate: true,
+            truncate_interval_ms: 10_000,
+            log_segment_bytes: 64 << 20,
+            log_sync: true,
+            request_body_bytes_max: 16 << 20,
+            chunk_bytes_max: 16 << 20,
+            chunk_store_bytes_max: 1 << 40,
+            iter_chunk_bytes: 256 << 10,
+            rider_lag_chunks_max: 64,
+            disk_block_cache_bytes: 0,
+            read_wait_ms_max: 60_000,
+        }
+    }
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ServerConfig {
+    /// Read a TOML file; keys it does not set keep their defaults.
+    pub fn from_file(path: &Path) -> Result<ServerConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    pub fn truncate_interval(&self) -> Duration {
+        Duration::from_millis(self.truncate_interval_ms)
+    }
+
+    /// Refuse settings that are unsafe or meaningless, saying which and why.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        for (what, addr) in [
+            ("http_listen", self.http_listen),
+            ("grpc_listen", self.grpc_listen),
+        ] {
+            if !addr.ip().is_loopback() && self.token.is_none() {
+                return bad(format!(
+                    "{what} is {addr}, which is not a loopback address: set a bearer token \
+                     (`token` in the config file or --token) so that other machines must \
+                     authenticate"
+                ));
+            }
+        }
+        if matches!(&self.token, Some(t) if t.len() < 16 || t.chars().any(char::is_whitespace)) {
+            return bad("token must be at least 16 characters without whitespace".into());
+        }
+        if self.http_listen == self.grpc_listen && self.http_listen.port() != 0 {
+            return bad(format!(
+                "http_listen and grpc_listen are both {}",
+                self.http_listen
+            ));
+        }
+        if !(1..=256).contains(&self.disk_partitions) {
+            return bad(format!(
+                "disk_partitions is {}; it must be between 1 and 256",
+                self.disk_partitions
+            ));
+        }
+        if self.truncate_replicas_min == 0 {
+            return bad("truncate_replicas_min must be at least 1".into());
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for index in &self.index_views {
+            if index.name.is_empty()
+                || !index
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return bad(format!(
+                    "index view name {:?} must be non-empty ASCII letters, digits, '_' or '-'",
+                    index.name
+                ));
+            }
+            if !names.insert(index.name.as_str()) {
+                return bad(format!("index view {:?} is configured twice", index.name));
+            }
+            if let Err(e) =
+                spindle_view::IndexView::new(spindle_core::Partition::ALL, &index.pointer)
+            {
+                return bad(format!("index view {:?}: {e}", index.name));
+            }
+        }
+        if self.iter_chunk_bytes < 4096 || self.iter_chunk_bytes > (4 << 20) {
+            return bad("iter_chunk_bytes must be between 4096 and 4 MiB".into());
+        }
+        if self.request_body_bytes_max < 1024 {
+            return bad("request_body_bytes_max must be at least 1024".into());
+        }
+        if self.rider_lag_chunks_max == 0 {
+            return bad("rider_lag_chunks_max must be at least 1".into());
+        }
+        if self.truncate_interval_ms == 0 {
+            return bad("truncate_interval_ms must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(c: &ServerConfig) -> String {
+        c.validate().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_are_valid_and_loopback_only() {
+        let c = ServerConfig::default();
+        c.validate().unwrap();
+        assert!(c.http_listen.ip().is_loopback() && c.grpc_listen.ip().is_loopback());
+        assert_eq!(c.disk_partitions, 4);
+    }
+
+    #[test]
+    fn a_public_listener_needs_a_token() {
+        let mut c = ServerConfig {
+            http_listen: "0.0.0.0:7070".parse().unwrap(),
+            ..ServerConfig::default()
+        };
+        assert!(invalid(&c).contains("bearer token"), "{}", invalid(&c));
+        c.token = Some("short".into());
+        assert!(invalid(&c).contains("16 characters"));
+        c.token = Some("0123456789abcdef".into());
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn bad_settings_say_what_is_wrong() {
+        let c = ServerConfig {
+            disk_partitions: 0,
+            ..ServerConfig::default()
+        };
+        assert!(invalid(&c).contains("disk_partitions"));
+        let idx = |name: &str, pointer: &str| IndexConfig {
+            name: name.into(),
+            pointer: pointer.into(),
+        };
+        let c = ServerConfig {
+            index_views: vec![idx("by_name", "name")],
+            ..ServerConfig::default()
+        };
+        assert!(invalid(&c).contains("by_name"));
+        let c = ServerConfig {
+            index_views: vec![idx("a", "/x"), idx("a", "/y")],
+            ..ServerConfig::default()
+        };
+        assert!(invalid(&c).contains("twice"));
+    }
+
+    #[test]
+    fn toml_files_overlay_the_defaults_and_refuse_unknown_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spindle.toml");
+        std::fs::write(
+            &path,
+            "data_dir = \"d\"\ndisk_partitions = 8\n[[index_views]]\nname = \"by_name\"\npointer = \"/name\"\n",
+        )
+        .unwrap();
+        let c = ServerConfig::from_file(&path).unwrap();
+        assert_eq!(c.disk_partitions, 8);
+        assert_eq!(c.data_dir, PathBuf::from("d"));
+        assert_eq!(c.index_views.len(), 1);
+        assert_eq!(c.http_listen, ServerConfig::default().http_listen);
+        std::fs::write(&path, "disk_partitons = 8\n").unwrap();
+        let e = ServerConfig::from_file(&path).unwrap_err().to_string();
+        assert!(e.contains("disk_partitons"), "{e}");
+    }
+}

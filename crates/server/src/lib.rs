@@ -1,0 +1,18 @@
+//! Spindle as a server (DESIGN.md §11): the embedded node (file log, Disk Views, Memory and
+//! Index Views, chunk store, truncation worker) and its HTTP/JSON and gRPC surfaces
+//! (docs/api.md), plus the clients `spindle load`, `ride` and `status` use.
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod config;
+pub mod fanout;
+pub mod grpc;
+pub mod http;
+pub mod load;
+pub mod node;
+pub mod proto;
+pub mod serve;
+pub mod status;
+
+pub use config::ServerConfig;
+pub use node::Node;

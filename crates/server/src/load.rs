@@ -1,0 +1,93 @@
+//! `spindle load`: a JSON-lines graph file into a running node. Each line is one write,
+//! exactly as in a transaction's `writes` (docs/api.md):
+//! `{"item":{"kind":"node","id":"a"},"value":{...}}`; lines are grouped into transactions of
+//! `batch_writes` and sent with `requests_in_flight_max` outstanding. A bad line stops the
+//! load before anything after it is sent, and names the line.
+
+use std::io::BufRead;
+
+use anyhow::{bail, Context};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use hyper::Method;
+
+use crate::client::HttpClient;
+
+/// What a load did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    pub writes: u64,
+    pub transactions: u64,
+    pub bytes: u64,
+    /// The commit index of the last transaction acknowledged.
+    pub last_index: u64,
+}
+
+/// Load every line of `input`. `progress` hears the bytes read so far.
+pub async fn load(
+    client: &HttpClient,
+    input: impl BufRead,
+    batch_writes: usize,
+    requests_in_flight_max: usize,
+    mut progress: impl FnMut(u64),
+) -> anyhow::Result<LoadReport> {
+    let batch_writes = batch_writes.clamp(1, spindle_core::txn::TXN_RECORDS_MAX);
+    let mut report = LoadReport::default();
+    let mut in_flight = FuturesUnordered::new();
+    let mut batch: Vec<serde_json::Value> = Vec::with_capacity(batch_writes);
+    let send = |writes: Vec<serde_json::Value>, first_line: u64| {
+        let client = client.clone();
+        async move {
+            let body = serde_json::json!({ "writes": writes });
+            let (status, answer) = client.json(Method::POST, "/v1/txn", Some(&body)).await?;
+            if !status.is_success() {
+                bail!(
+                    "the transaction starting at line {first_line} was refused ({status}): {}",
+                    answer["message"]
+                );
+            }
+            let index = answer["index"]
+                .as_u64()
+                .context("the answer has no index")?;
+            Ok::<(u64, u64), anyhow::Error>((writes.len() as u64, index))
+        }
+    };
+    let mut first_line = 1;
+    for (n, line) in input.lines().enumerate() {
+        let line_no = n as u64 + 1;
+        let line = line.with_context(|| format!("reading line {line_no}"))?;
+        report.bytes += line.len() as u64 + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let write: serde_json::Value =
+            serde_json::from_str(&line).with_context(|| format!("line {line_no} is not JSON"))?;
+        if write.get("item").is_none() {
+            bail!("line {line_no} has no \"item\"; each line is one write");
+        }
+        if batch.is_empty() {
+            first_line = line_no;
+        }
+        batch.push(write);
+        if batch.len() == batch_writes {
+            in_flight.push(send(std::mem::take(&mut batch), first_line));
+            progress(report.bytes);
+        }
+        while in_flight.len() >= requests_in_flight_max.max(1) {
+            let (writes, index) = in_flight.next().await.expect("non-empty")?;
+            report.writes += writes;
+            report.transactions += 1;
+            report.last_index = report.last_index.max(index);
+        }
+    }
+    if !batch.is_empty() {
+        in_flight.push(send(batch, first_line));
+    }
+    while let Some(done) = in_flight.next().await {
+        let (writes, index) = done?;
+        report.writes += writes;
+        report.transactions += 1;
+        report.last_index = report.last_index.max(index);
+    }
+    progress(report.bytes);
+    Ok(report)
+}

@@ -1,0 +1,546 @@
+//! The embedded node: the file log, the Disk View partitions, the Memory View, the
+//! configured Index Views, the chunk store, and the workers that keep them going (the log
+//! tailer and its ring fan-out, one follower per view, the boots, the truncation worker).
+//!
+//! Start-up order keeps invariant 5: Disk Views resume from their own applied index; the
+//! Memory and Index Views are rebuilt on every start by booting from the Disk Views to a
+//! cut (with a retention hold so truncation keeps the log above it) and then following.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use spindle_chunk::ChunkStore;
+use spindle_core::{Index, ItemKey, Partition};
+use spindle_log::{FileLog, LogConfig, SyncMode};
+use spindle_ring::Ring;
+use spindle_view::carousel::{Carousel, CarouselConfig};
+use spindle_view::disk::DiskOptions;
+use spindle_view::truncate::{self, Holds, Replica, Truncation};
+use spindle_view::{
+    select, BootProgress, CatalogEntry, DiskView, IndexView, MemoryView, Role, SelectRequest,
+};
+use tokio::sync::watch;
+
+use crate::config::{IndexConfig, ServerConfig};
+use crate::fanout::{self, Slot};
+
+/// Why the node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("cannot create data directory {}: {source}", path.display())]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("opening the log: {0}")]
+    Log(#[from] spindle_log::OpenError),
+    #[error("opening Disk View {}: {source}", dir.display())]
+    View {
+        dir: PathBuf,
+        source: spindle_view::ViewError,
+    },
+    #[error(
+        "{} holds Disk Views of {found} partitions but disk_partitions is {configured}; \
+         re-partitioning an existing data directory is not supported by `serve`",
+        dir.display()
+    )]
+    Partitions {
+        dir: PathBuf,
+        found: u64,
+        configured: u64,
+    },
+    #[error("opening the chunk store: {0}")]
+    Chunks(#[from] spindle_chunk::ChunkError),
+    #[error("starting a worker thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// One Disk View partition and its carousel.
+#[derive(Debug)]
+pub struct DiskSlot {
+    pub id: String,
+    pub view: Arc<DiskView>,
+    pub carousel: Carousel,
+}
+
+/// A view that is rebuilt by booting on every start: empty until its boot finishes.
+#[derive(Debug)]
+pub struct Booted<V> {
+    pub name: String,
+    view: OnceLock<Arc<V>>,
+    /// The applied index, for readers that wait for a minimum index.
+    applied: watch::Sender<Index>,
+}
+
+impl<V> Booted<V> {
+    fn new(name: String) -> Self {
+        Booted {
+            name,
+            view: OnceLock::new(),
+            applied: watch::Sender::new(Index::ZERO),
+        }
+    }
+
+    /// The view, once booted.
+    pub fn get(&self) -> Option<&Arc<V>> {
+        self.view.get()
+    }
+
+    pub fn applied(&self) -> Index {
+        *self.applied.borrow()
+    }
+
+    /// Wait until the view has applied `index`; false on timeout.
+    pub async fn wait_applied(&self, index: Index, timeout: std::time::Duration) -> bool {
+        let mut rx = self.applied.subscribe();
+        let reached = matches!(
+            tokio::time::timeout(timeout, rx.wait_for(|a| *a >= index)).await,
+            Ok(Ok(_))
+        );
+        reached
+    }
+}
+
+/// A boot in progress or finished, for the status call.
+#[derive(Debug)]
+pub struct BootState {
+    pub view: String,
+    pub started: Instant,
+    pub progress: Arc<BootProgress>,
+    pub cut: Option<Index>,
+    pub bytes_total: Option<u64>,
+    pub finished: Option<std::time::Duration>,
+    pub error: Option<String>,
+}
+
+/// The last decision of the truncation worker.
+#[derive(Clone, Debug, Default)]
+pub struct TruncationState {
+    pub decision: Option<Truncation>,
+    pub first_retained: Option<Index>,
+    pub error: Option<String>,
+    pub runs: u64,
+}
+
+/// The running node. Shared by the HTTP and gRPC surfaces through an `Arc`.
+#[derive(Debug)]
+pub struct Node {
+    pub config: ServerConfig,
+    pub log: Arc<FileLog>,
+    pub disks: Vec<DiskSlot>,
+    pub memory: Booted<MemoryView>,
+    pub indexes: Vec<(IndexConfig, Booted<IndexView>)>,
+    pub chunks: ChunkStore,
+    pub holds: Holds,
+    pub boots: Mutex<Vec<BootState>>,
+    pub truncation: Mutex<TruncationState>,
+    pub tail_ring: Ring<Slot>,
+    /// Worker failures (a view follower that stopped): reported by status and metrics.
+    pub failures: Mutex<Vec<String>>,
+    pub metrics: crate::status::Counters,
+    pub started: Instant,
+    stop: watch::Sender<bool>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    tailer: Mutex<Option<JoinHandle<Result<(), spindle_log::ReadError>>>>,
+}
+
+fn disk_dir(data: &Path, i: u64, n: u64) -> PathBuf {
+    data.join("views").join(format!("disk-{i}-of-{n}"))
+}
+
+/// Partition counts of existing Disk View directories (`disk-I-of-N`).
+fn existing_partition_counts(data: &Path) -> std::io::Result<Vec<u64>> {
+    let dir = data.join("views");
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if let Some(n) = name
+            .strip_prefix("disk-")
+            .and_then(|rest| rest.split_once("-of-"))
+            .and_then(|(_, n)| n.parse().ok())
+        {
+            out.push(n);
+        }
+    }
+    Ok(out)
+}
+
+impl Node {
+    /// Open (or create) everything under `config.data_dir` and start the workers. Views
+    /// that boot (Memory, Index) do so in the background; `status` shows their progress.
+    pub fn open(config: ServerConfig) -> Result<Arc<Node>, NodeError> {
+        config.validate()?;
+        let data = config.data_dir.clone();
+        let mkdir = |p: &Path| {
+            std::fs::create_dir_all(p).map_err(|source| NodeError::DataDir {
+                path: p.to_owned(),
+                source,
+            })
+        };
+        mkdir(&data)?;
+        let n = config.disk_partitions;
+        let counts = existing_partition_counts(&data).map_err(|source| NodeError::DataDir {
+            path: data.clone(),
+            source,
+        })?;
+        if let Some(&found) = counts.iter().find(|&&c| c != n) {
+            return Err(NodeError::Partitions {
+                dir: data,
+                found,
+                configured: n,
+            });
+        }
+        let log_config = LogConfig {
+            segment_bytes: config.log_segment_bytes,
+            sync: if config.log_sync {
+                SyncMode::Data
+            } else {
+                SyncMode::Off
+            },
+            ..LogConfig::default()
+        };
+        let log = Arc::new(FileLog::open(data.join("log"), log_config)?);
+        let carousel_config = CarouselConfig {
+            chunk_bytes: config.iter_chunk_bytes,
+            rider_lag_chunks_max: config.rider_lag_chunks_max,
+            ..CarouselConfig::default()
+        };
+        let mut disks = Vec::new();
+        for i in 0..n {
+            let dir = disk_dir(&data, i, n);
+            let options = DiskOptions {
+                block_cache_bytes: config.disk_block_cache_bytes,
+                ..DiskOptions::default()
+            };
+            let view = DiskView::open_with(&dir, Partition::nth(i, n), options)
+                .map_err(|source| NodeError::View { dir, source })?;
+            let view = Arc::new(view);
+            disks.push(DiskSlot {
+                id: format!("disk-{i}"),
+                carousel: Carousel::new(view.clone(), carousel_config.clone()),
+                view,
+            });
+        }
+        let chunks = ChunkStore::open(
+            data.join("chunks"),
+            spindle_chunk::Options {
+                space_bytes_max: config.chunk_store_bytes_max,
+                chunk_bytes_max: config.chunk_bytes_max as u64,
+                write_buffer_bytes_max: (64 << 20).max(2 * config.chunk_bytes_max as u64),
+                ..spindle_chunk::Options::default()
+            },
+        )?;
+        let from = disks
+            .iter()
+            .map(|d| d.view.applied_index())
+            .min()
+            .unwrap_or(Index::ZERO)
+            .next();
+        let (stop, stop_rx) = watch::channel(false);
+        let (tail_ring, tailer) =
+            fanout::start(log.clone(), from, stop_rx).map_err(NodeError::Thread)?;
+        let indexes = config
+            .index_views
+            .iter()
+            .map(|c| (c.clone(), Booted::new(format!("index-{}", c.name))))
+            .collect();
+        let node = Arc::new(Node {
+            log,
+            disks,
+            memory: Booted::new("memory".into()),
+            indexes,
+            chunks,
+            holds: Holds::default(),
+            boots: Mutex::new(Vec::new()),
+            truncation: Mutex::new(TruncationState::default()),
+            tail_ring,
+            failures: Mutex::new(Vec::new()),
+            metrics: crate::status::Counters::default(),
+            started: Instant::now(),
+            stop,
+            threads: Mutex::new(Vec::new()),
+            tailer: Mutex::new(Some(tailer)),
+            config,
+        });
+        node.start_disk_followers()?;
+        node.start_boots()?;
+        Ok(node)
+    }
+
+    fn spawn(
+        self: &Arc<Self>,
+        name: String,
+        f: impl FnOnce(&Node) + Send + 'static,
+    ) -> Result<(), NodeError> {
+        let node = self.clone();
+        let handle = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || f(&node))
+            .map_err(NodeError::Thread)?;
+        self.threads.lock().push(handle);
+        Ok(())
+    }
+
+    fn fail(&self, what: String) {
+        tracing::error!("{what}");
+        self.failures.lock().push(what);
+    }
+
+    fn start_disk_followers(self: &Arc<Self>) -> Result<(), NodeError> {
+        for i in 0..self.disks.len() {
+            let name = format!("follow-{}", self.disks[i].id);
+            self.spawn(name.clone(), move |node| {
+                let slot = &node.disks[i];
+                if let Err(e) =
+                    fanout::follow(&name, &*slot.view, &node.log, &node.tail_ring, |_| {})
+                {
+                    node.fail(format!(
+                        "Disk View {} stopped following the log: {e}",
+                        slot.id
+                    ));
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    fn start_boots(self: &Arc<Self>) -> Result<(), NodeError> {
+        if self.config.memory_view {
+            self.spawn("boot-memory".into(), |node| {
+                node.boot_and_follow(&node.memory, |plan, progress| {
+                    MemoryView::boot(Partition::ALL, plan, |id| node.disk_by_id(id), progress)
+                });
+            })?;
+        }
+        for i in 0..self.indexes.len() {
+            let name = format!("boot-{}", self.indexes[i].1.name);
+            self.spawn(name, move |node| {
+                let (config, slot) = &node.indexes[i];
+                node.boot_and_follow(slot, |plan, progress| {
+                    IndexView::boot(
+                        Partition::ALL,
+                        &config.pointer,
+                        plan,
+                        |id| node.disk_by_id(id),
+                        progress,
+                    )
+                });
+            })?;
+        }
+        Ok(())
+    }
+
+    pub fn disk_by_id(&self, id: &str) -> Option<&DiskView> {
+        self.disks.iter().find(|d| d.id == id).map(|d| &*d.view)
+    }
+
+    /// The Disk View that owns `key`.
+    pub fn disk_for(&self, key: &ItemKey) -> &DiskSlot {
+        let hash = key.hash();
+        self.disks
+            .iter()
+            .find(|d| d.view.partition().contains(hash))
+            .expect("the Disk Views tile the hash space")
+    }
+
+    /// The catalog view selection sees: every Disk View, for iteration.
+    pub fn catalog(&self) -> Vec<CatalogEntry> {
+        self.disks
+            .iter()
+            .map(|d| CatalogEntry {
+                id: d.id.clone(),
+                range: d.view.partition(),
+                applied: d.view.applied_index(),
+                role: Role::Iteration,
+            })
+            .collect()
+    }
+
+    /// Boot `slot` from the Disk Views to a cut, then follow the log into it. Runs on its
+    /// own thread; failures are recorded for status.
+    fn boot_and_follow<V, E>(
+        &self,
+        slot: &Booted<V>,
+        boot: impl FnOnce(&spindle_view::Plan, &BootProgress) -> Result<V, E>,
+    ) where
+        V: spindle_view::follow::Applier + Send + Sync + 'static,
+        E: std::fmt::Display,
+    {
+        // Hold the log above the lowest applied index before choosing the cut: the cut
+        // can only be at or above it, so the records the view will tail stay.
+        let floor = self
+            .disks
+            .iter()
+            .map(|d| d.view.applied_index())
+            .min()
+            .unwrap_or(Index::ZERO);
+        let hold = Mutex::new(Some(self.holds.hold(floor)));
+        let progress = Arc::new(BootProgress::default());
+        let bytes_total = self
+            .disks
+            .iter()
+            .map(|d| d.view.estimate_live_bytes().ok())
+            .sum::<Option<u64>>();
+        let at = self.boots.lock().len();
+        self.boots.lock().push(BootState {
+            view: slot.name.clone(),
+            started: Instant::now(),
+            progress: progress.clone(),
+            cut: None,
+            bytes_total,
+            finished: None,
+            error: None,
+        });
+        let request = SelectRequest {
+            range: Partition::ALL,
+            role: Role::Iteration,
+            head: self.log.durable_index(),
+            lag_records_max: u64::MAX,
+        };
+        let booted = select(&self.catalog(), &request)
+            .map_err(|e| e.to_string())
+            .and_then(|plan| {
+                self.boots.lock()[at].cut = Some(plan.cut);
+                boot(&plan, &progress).map_err(|e| e.to_string())
+            });
+        let view = match booted {
+            Ok(view) => Arc::new(view),
+            Err(e) => {
+                self.boots.lock()[at].error = Some(e.clone());
+                self.fail(format!("booting {} failed: {e}", slot.name));
+                return;
+            }
+        };
+        let started = self.boots.lock()[at].started;
+        self.boots.lock()[at].finished = Some(started.elapsed());
+        slot.applied.send_replace(view.applied_index());
+        slot.view
+            .set(view.clone())
+            .unwrap_or_else(|_| panic!("{} booted twice", slot.name));
+        let name = format!("follow-{}", slot.name);
+        let followed = fanout::follow(&name, &*view, &self.log, &self.tail_ring, |applied| {
+            // Caught up with the log: the records above the cut are applied, so the
+            // boot's retention hold is no longer needed.
+            hold.lock().take();
+            slot.applied.send_replace(applied);
+        });
+        if let Err(e) = followed {
+            self.fail(format!("{} stopped following the log: {e}", slot.name));
+        }
+    }
+
+    /// The truncation coordinator's decision now (DESIGN.md §7).
+    pub fn truncation_decision(&self) -> Truncation {
+        let replicas: Vec<Replica> = self
+            .disks
+            .iter()
+            .map(|d| Replica {
+                view: d.id.clone(),
+                range: d.view.partition(),
+                applied: d.view.applied_index(),
+            })
+            .collect();
+        truncate::safe_index(
+            &replicas,
+            self.config.truncate_replicas_min,
+            &self.holds.active(),
+        )
+    }
+
+    /// One run of the truncation worker: decide, then delete the log prefix it allows.
+    pub async fn truncate_once(&self) {
+        let decision = self.truncation_decision();
+        let result = if self.config.truncate {
+            Some(truncate::truncate(&*self.log, &decision).await)
+        } else {
+            None
+        };
+        let mut state = self.truncation.lock();
+        state.runs += 1;
+        match result {
+            Some(Ok(first)) => {
+                state.first_retained = Some(first);
+                state.error = None;
+            }
+            Some(Err(e)) => state.error = Some(e.to_string()),
+            None => {}
+        }
+        state.decision = Some(decision);
+    }
+
+    /// Run the truncation worker until the node stops.
+    pub async fn truncation_worker(self: Arc<Self>) {
+        let mut stop = self.stop.subscribe();
+        let mut tick = tokio::time::interval(self.config.truncate_interval());
+        loop {
+            tokio::select! {
+                _ = tick.tick() => self.truncate_once().await,
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// A receiver that turns true when the node is stopping.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
+    }
+
+    /// Stop the workers, let the followers drain what the tailer published, persist the
+    /// Disk Views' applied indexes, and close the log. Call after the listeners stopped.
+    pub fn shutdown(&self) {
+        self.stop.send_replace(true);
+        if let Some(tailer) = self.tailer.lock().take() {
+            match tailer.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!("log tailer stopped with: {e}"),
+                Err(_) => tracing::error!("log tailer panicked"),
+            }
+        }
+        // A boot still iterating is not waited for: its view is rebuilt on the next start.
+        let iterating: Vec<String> = self
+            .boots
+            .lock()
+            .iter()
+            .filter(|b| b.finished.is_none() && b.error.is_none())
+            .map(|b| format!("boot-{}", b.view))
+            .collect();
+        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock());
+        for handle in threads {
+            let name = handle.thread().name().unwrap_or("worker").to_owned();
+            if iterating.contains(&name) {
+                continue;
+            }
+            if handle.join().is_err() {
+                tracing::error!("{name} panicked");
+            }
+        }
+        for d in &self.disks {
+            if let Err(e) = d.view.flush() {
+                tracing::error!("flushing {}: {e}", d.id);
+            }
+        }
+        self.log.close();
+    }
+
+    /// Every view's applied index by name (for status, metrics and tests).
+    pub fn applied_indexes(&self) -> BTreeMap<String, Index> {
+        let mut out = BTreeMap::new();
+        for d in &self.disks {
+            out.insert(d.id.clone(), d.view.applied_index());
+        }
+        out.insert(self.memory.name.clone(), self.memory.applied());
+        for (_, slot) in &self.indexes {
+            out.insert(slot.name.clone(), slot.applied());
+        }
+        out
+    }
+}

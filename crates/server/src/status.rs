@@ -1,0 +1,367 @@
+//! The status report (`GET /v1/status`, `spindle status`) and the Prometheus metrics
+//! (`GET /metrics`), both read from the node's live state.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use spindle_view::carousel::CarouselStatus;
+
+use crate::node::Node;
+
+/// Counters the surfaces bump. Names match the metrics they become.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub appends: AtomicU64,
+    pub append_conflicts: AtomicU64,
+    pub append_errors: AtomicU64,
+    pub records_appended: AtomicU64,
+    pub reads: AtomicU64,
+    pub bad_requests: AtomicU64,
+    pub unauthorized: AtomicU64,
+    pub iterations: AtomicU64,
+    pub iteration_bytes: AtomicU64,
+    pub tails: AtomicU64,
+    pub chunk_puts: AtomicU64,
+    pub chunk_gets: AtomicU64,
+}
+
+impl Counters {
+    pub fn bump(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub uptime_s: f64,
+    pub log: LogStatus,
+    pub views: Vec<ViewStatus>,
+    pub boots: Vec<BootStatus>,
+    pub carousels: Vec<CarouselEntry>,
+    pub truncation: TruncationStatus,
+    pub chunks: ChunkStatus,
+    pub failures: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LogStatus {
+    pub first_index: u64,
+    pub durable_index: u64,
+    pub syncs: u64,
+    pub group_commits: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ViewStatus {
+    pub id: String,
+    pub kind: &'static str,
+    /// `[lo, hi)` of the hash space.
+    pub range: [u64; 2],
+    pub applied_index: u64,
+    /// Records the view is behind the log's durable index.
+    pub lag: u64,
+    pub ready: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BootStatus {
+    pub view: String,
+    pub state: &'static str,
+    pub cut: Option<u64>,
+    pub items: u64,
+    pub bytes: u64,
+    pub items_per_s: f64,
+    pub bytes_per_s: f64,
+    pub eta_s: Option<f64>,
+    pub seconds: f64,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CarouselEntry {
+    pub view: String,
+    #[serde(flatten)]
+    pub status: CarouselStatus,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TruncationStatus {
+    pub enabled: bool,
+    /// Records 1..=safe_index may be deleted.
+    pub safe_index: u64,
+    /// What holds the safe index back, in words.
+    pub held_back_by: String,
+    pub first_retained_index: u64,
+    pub holds: Vec<HoldStatus>,
+    pub worker_runs: u64,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HoldStatus {
+    pub id: u64,
+    pub cut: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChunkStatus {
+    pub chunks: usize,
+    pub used_bytes: u64,
+    pub max_bytes: u64,
+}
+
+impl Node {
+    pub fn status(&self) -> Status {
+        let durable = self.log.durable_index().get();
+        let mut views = Vec::new();
+        for d in &self.disks {
+            let p = d.view.partition();
+            let applied = d.view.applied_index().get();
+            views.push(ViewStatus {
+                id: d.id.clone(),
+                kind: "disk",
+                range: [p.lo(), p.hi()],
+                applied_index: applied,
+                lag: durable.saturating_sub(applied),
+                ready: true,
+            });
+        }
+        let booted = std::iter::once((
+            &self.memory.name,
+            self.memory.get().is_some(),
+            "memory",
+            self.memory.applied(),
+        ))
+        .chain(
+            self.indexes
+                .iter()
+                .map(|(_, s)| (&s.name, s.get().is_some(), "index", s.applied())),
+        );
+        for (name, ready, kind, applied) in booted {
+            views.push(ViewStatus {
+                id: name.clone(),
+                kind,
+                range: [0, spindle_core::partition::HASH_SPACE],
+                applied_index: applied.get(),
+                lag: durable.saturating_sub(applied.get()),
+                ready,
+            });
+        }
+        let boots = self
+            .boots
+            .lock()
+            .iter()
+            .map(|b| {
+                let elapsed = b.finished.unwrap_or_else(|| b.started.elapsed());
+                let r = b.progress.report(elapsed, b.bytes_total);
+                BootStatus {
+                    view: b.view.clone(),
+                    state: match (&b.error, b.finished) {
+                        (Some(_), _) => "failed",
+                        (None, Some(_)) => "done",
+                        (None, None) => "booting",
+                    },
+                    cut: b.cut.map(|c| c.get()),
+                    items: r.items,
+                    bytes: r.bytes,
+                    items_per_s: r.items_per_s,
+                    bytes_per_s: r.bytes_per_s,
+                    eta_s: r
+                        .eta
+                        .filter(|_| b.finished.is_none())
+                        .map(|e| e.as_secs_f64()),
+                    seconds: elapsed.as_secs_f64(),
+                    error: b.error.clone(),
+                }
+            })
+            .collect();
+        let carousels = self
+            .disks
+            .iter()
+            .map(|d| CarouselEntry {
+                view: d.id.clone(),
+                status: d.carousel.status(),
+            })
+            .collect();
+        let decision = self.truncation_decision();
+        let state = self.truncation.lock().clone();
+        let stats = self.log.stats();
+        Status {
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            log: LogStatus {
+                first_index: self.log.first_index().get(),
+                durable_index: durable,
+                syncs: stats.syncs.load(Ordering::Relaxed),
+                group_commits: stats.batches.load(Ordering::Relaxed),
+            },
+            views,
+            boots,
+            carousels,
+            truncation: TruncationStatus {
+                enabled: self.config.truncate,
+                safe_index: decision.safe.get(),
+                held_back_by: decision.to_string(),
+                first_retained_index: self.log.first_index().get(),
+                holds: self
+                    .holds
+                    .active()
+                    .into_iter()
+                    .map(|h| HoldStatus {
+                        id: h.id,
+                        cut: h.cut.get(),
+                    })
+                    .collect(),
+                worker_runs: state.runs,
+                last_error: state.error,
+            },
+            chunks: ChunkStatus {
+                chunks: self.chunks.len(),
+                used_bytes: self.chunks.used_bytes(),
+                max_bytes: self.chunks.max_bytes(),
+            },
+            failures: self.failures.lock().clone(),
+        }
+    }
+
+    /// Prometheus text exposition of the node's gauges and counters.
+    pub fn metrics_text(&self) -> String {
+        let s = self.status();
+        let mut out = String::new();
+        let mut gauge = |name: &str, help: &str, kind: &str, rows: Vec<(String, f64)>| {
+            let _ = writeln!(
+                out,
+                "# HELP spindle_{name} {help}\n# TYPE spindle_{name} {kind}"
+            );
+            for (labels, v) in rows {
+                let _ = writeln!(out, "spindle_{name}{labels} {v}");
+            }
+        };
+        let one = |v: u64| vec![(String::new(), v as f64)];
+        gauge(
+            "log_durable_index",
+            "Highest durable log index.",
+            "gauge",
+            one(s.log.durable_index),
+        );
+        gauge(
+            "log_first_index",
+            "First retained log index.",
+            "gauge",
+            one(s.log.first_index),
+        );
+        gauge(
+            "log_syncs_total",
+            "fdatasync calls for appends.",
+            "counter",
+            one(s.log.syncs),
+        );
+        gauge(
+            "view_applied_index",
+            "Log index each view has applied.",
+            "gauge",
+            s.views
+                .iter()
+                .map(|v| (format!("{{view=\"{}\"}}", v.id), v.applied_index as f64))
+                .collect(),
+        );
+        gauge(
+            "view_lag_records",
+            "Records each view is behind the durable index.",
+            "gauge",
+            s.views
+                .iter()
+                .map(|v| (format!("{{view=\"{}\"}}", v.id), v.lag as f64))
+                .collect(),
+        );
+        gauge(
+            "carousel_riders",
+            "Riders aboard each Disk View's carousel.",
+            "gauge",
+            s.carousels
+                .iter()
+                .map(|c| {
+                    (
+                        format!("{{view=\"{}\"}}", c.view),
+                        c.status.riders.len() as f64,
+                    )
+                })
+                .collect(),
+        );
+        gauge(
+            "truncation_safe_index",
+            "Log index through which truncation is safe.",
+            "gauge",
+            one(s.truncation.safe_index),
+        );
+        gauge(
+            "truncation_holds",
+            "Active retention holds of boots.",
+            "gauge",
+            one(s.truncation.holds.len() as u64),
+        );
+        gauge(
+            "chunks_used_bytes",
+            "Bytes used by the chunk store.",
+            "gauge",
+            one(s.chunks.used_bytes),
+        );
+        gauge(
+            "worker_failures",
+            "View followers or boots that stopped with an error.",
+            "gauge",
+            one(s.failures.len() as u64),
+        );
+        let c = &self.metrics;
+        for (name, help, v) in [
+            ("appends_total", "Transactions appended.", &c.appends),
+            (
+                "append_conflicts_total",
+                "Appends refused by a failed condition.",
+                &c.append_conflicts,
+            ),
+            (
+                "append_errors_total",
+                "Appends that failed for another reason.",
+                &c.append_errors,
+            ),
+            (
+                "records_appended_total",
+                "Records in appended transactions.",
+                &c.records_appended,
+            ),
+            (
+                "reads_total",
+                "Item, history, out-edge, multiget and index reads.",
+                &c.reads,
+            ),
+            (
+                "bad_requests_total",
+                "Requests refused as malformed.",
+                &c.bad_requests,
+            ),
+            (
+                "unauthorized_total",
+                "Requests refused for a missing or wrong token.",
+                &c.unauthorized,
+            ),
+            (
+                "iterations_total",
+                "Iterations started over gRPC.",
+                &c.iterations,
+            ),
+            (
+                "iteration_bytes_total",
+                "Frame bytes sent by iterations.",
+                &c.iteration_bytes,
+            ),
+            ("tails_total", "Log tails started over gRPC.", &c.tails),
+            ("chunk_puts_total", "Chunks stored.", &c.chunk_puts),
+            ("chunk_gets_total", "Chunks read.", &c.chunk_gets),
+        ] {
+            gauge(name, help, "counter", one(v.load(Ordering::Relaxed)));
+        }
+        out.push_str(&self.tail_ring.snapshot().to_prometheus());
+        out
+    }
+}
