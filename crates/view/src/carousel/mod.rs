@@ -44,6 +44,15 @@ pub const RING_SLOTS_DEFAULT: usize = 128;
 /// Default demotion bound.
 pub const RIDER_LAG_CHUNKS_MAX_DEFAULT: u64 = 64;
 
+/// Largest buffer reserved up front for one chunk: a chunk may pass `chunk_bytes` by one
+/// item, and a huge `chunk_bytes` must not reserve memory no chunk will use.
+const CHUNK_PREALLOC_BYTES_MAX: usize = 1 << 20;
+
+/// Bytes to reserve for a chunk of about `chunk_bytes`.
+fn chunk_capacity_bytes(chunk_bytes: usize) -> usize {
+    chunk_bytes.min(CHUNK_PREALLOC_BYTES_MAX) + 1024
+}
+
 /// The carousel's bounds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CarouselConfig {
@@ -486,5 +495,25 @@ impl Inner {
 fn join_scanner(handle: JoinHandle<()>) {
     if handle.join().is_err() {
         tracing::error!("the carousel scanner thread panicked");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_carousel_is_shared_across_threads_and_a_rider_moves_to_one() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<Carousel>();
+        send::<Rider>();
+    }
+
+    #[test]
+    fn the_default_configuration_is_valid() {
+        CarouselConfig::default().check().unwrap();
+        let c = CarouselConfig::default();
+        assert!(c.rider_lag_chunks_max < c.ring_slots as u64);
     }
 }

@@ -147,7 +147,7 @@ impl Rider {
                     }
                 };
                 loop {
-                    let mut buf = Vec::with_capacity(chunk_bytes.min(1 << 20) + 1024);
+                    let mut buf = Vec::with_capacity(super::chunk_capacity_bytes(chunk_bytes));
                     let before = it.stats().frames;
                     let sent = match it.fill(&mut buf, chunk_bytes) {
                         Ok(done) => {
@@ -478,7 +478,7 @@ fn read_alone(
     if limit.lap == pos.lap {
         upper = Some(upper.map_or(limit.key.clone(), |u| u.min(limit.key.clone())));
     }
-    let mut builder = ChunkBuilder::new(filter.clone(), budget.min(1 << 20) + 1024);
+    let mut builder = ChunkBuilder::new(filter.clone(), super::chunk_capacity_bytes(budget));
     if upper.as_ref().is_some_and(|u| *u <= lower) {
         return Ok((Vec::new(), 0, limit));
     }

@@ -247,7 +247,7 @@ fn scan_chunk(
     let mut builders: Vec<ChunkBuilder> = plan
         .groups
         .iter()
-        .map(|(_, f)| ChunkBuilder::new(f.clone(), chunk_bytes.min(1 << 20) + 1024))
+        .map(|(_, f)| ChunkBuilder::new(f.clone(), super::chunk_capacity_bytes(chunk_bytes)))
         .collect();
     let (mut raw_bytes, mut items) = (0usize, 0u64);
     let end = loop {
@@ -364,4 +364,58 @@ fn fail_all(inner: &Inner, producer: &mut Producer<Slot>, reason: &str) {
     let mut claim = producer.claim(1);
     claim.with_slot(0, |slot| *slot = Some(Arc::new(event)));
     claim.publish();
+}
+
+#[cfg(test)]
+mod tests {
+    use spindle_core::{ItemKey, Partition, Record, Value};
+
+    use super::*;
+    use crate::carousel::{Carousel, CarouselConfig};
+    use crate::disk::DiskView;
+    use crate::iterate::IterRequest;
+
+    #[test]
+    fn a_failed_scan_stops_every_rider_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let view = DiskView::open(dir.path(), Partition::ALL).unwrap();
+        let records: Vec<Record> = (1..=50)
+            .map(|i| Record {
+                index: Index::new(i),
+                commit: true,
+                key: ItemKey::node(format!("n{i}")).unwrap(),
+                value: Value::json("{}").unwrap(),
+            })
+            .collect();
+        view.apply(&records).unwrap();
+        // A key no Disk View writes (kind 9), at the end of the hash space.
+        let bad = [
+            0xFF, 0xFF, 0xFF, 0xFF, 9, b'x', 0, 1, 0, 0, 0, 0, 0, 0, 0, 1,
+        ];
+        view.db().put(bad, b"\0{}").unwrap();
+        let config = CarouselConfig {
+            chunk_bytes: 64,
+            ring_slots: 8,
+            rider_lag_chunks_max: 4,
+        };
+        let carousel = Carousel::new(Arc::new(view), config);
+        let req = IterRequest::range(Partition::ALL);
+        let mut riders = carousel.board_all(&[req.clone(), req]).unwrap();
+        for rider in &mut riders {
+            let err = loop {
+                match rider.next_chunk() {
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => break e,
+                    None => panic!("the rider ended without the scan's error"),
+                }
+            };
+            assert!(
+                matches!(&err, IterError::CarouselFailed { reason } if reason.contains("bad key")),
+                "{err}"
+            );
+            assert!(rider.next_chunk().is_none(), "nothing after the error");
+        }
+        let status = carousel.status();
+        assert!(status.riders.is_empty() && !status.running, "{status:?}");
+    }
 }
