@@ -4,10 +4,11 @@
 //!
 //! Riders board at the next chunk boundary (an item boundary) with their cut fixed at
 //! boarding, and leave after one revolution. A chunk is encoded once per filter group and
-//! the same `Bytes` goes to every rider of the group. A rider that falls more than
-//! `rider_lag_chunks_max` chunks behind is moved onto its own iterator from exactly where it
-//! was, and rejoins the ring when it catches up; it is never ejected. The scanner runs only
-//! while someone rides the shared scan, and stops when the last rider leaves.
+//! the same `Bytes` goes to every rider of the group. The scanner stays within
+//! `rider_lag_chunks_max` chunks of every rider; a rider at that bound that holds back one
+//! keeping pace is moved onto its own iterator from exactly where it was, and rejoins the
+//! ring when it catches up; it is never ejected (`policy`). The scanner runs only while
+//! someone rides the shared scan, and stops when the last rider leaves.
 //!
 //! Locks: `lifecycle` (start and stop of the scanner thread) before `state` before a
 //! rider's `slot`. The scanner only `try_lock`s a slot: a rider holds its slot while it
@@ -317,7 +318,11 @@ impl Carousel {
     pub fn try_new(view: Arc<DiskView>, config: CarouselConfig) -> Result<Self, IterError> {
         config.check()?;
         let (producer, ring) = RingBuilder::new(config.ring_slots)
-            .name(format!("carousel {}", view.dir().display()))
+            .name(format!(
+                "carousel [{}, {})",
+                view.partition().lo(),
+                view.partition().hi()
+            ))
             .build::<Slot>()
             .map_err(|e| IterError::CarouselConfig {
                 reason: e.to_string(),
