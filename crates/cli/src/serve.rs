@@ -40,6 +40,9 @@ pub struct Args {
     /// RocksDB block cache per Disk View, in bytes.
     #[arg(long)]
     disk_block_cache_bytes: Option<usize>,
+    /// Read the Disk Views' table files with O_DIRECT (bypassing the page cache).
+    #[arg(long)]
+    disk_direct_reads: bool,
 }
 
 fn config(args: &Args) -> anyhow::Result<ServerConfig> {
@@ -79,6 +82,9 @@ fn config(args: &Args) -> anyhow::Result<ServerConfig> {
     }
     if let Some(v) = args.disk_block_cache_bytes {
         c.disk_block_cache_bytes = v;
+    }
+    if args.disk_direct_reads {
+        c.disk_direct_reads = true;
     }
     c.validate()?;
     Ok(c)

@@ -61,6 +61,9 @@ pub struct ServerConfig {
     pub rider_lag_chunks_max: u64,
     /// RocksDB block cache of each Disk View (0: RocksDB's default).
     pub disk_block_cache_bytes: usize,
+    /// Read the Disk Views' table files with O_DIRECT, bypassing the page cache (a
+    /// filesystem without O_DIRECT then refuses to open them).
+    pub disk_direct_reads: bool,
     /// Longest wait a read may ask for (`min_index` with `timeout_ms`).
     pub read_wait_ms_max: u64,
 }
@@ -86,6 +89,7 @@ impl Default for ServerConfig {
             iter_chunk_bytes: 256 << 10,
             rider_lag_chunks_max: 64,
             disk_block_cache_bytes: 0,
+            disk_direct_reads: false,
             read_wait_ms_max: 60_000,
         }
     }

@@ -219,7 +219,7 @@ impl Node {
             let dir = disk_dir(&data, i, n);
             let options = DiskOptions {
                 block_cache_bytes: config.disk_block_cache_bytes,
-                ..DiskOptions::default()
+                direct_reads: config.disk_direct_reads,
             };
             let view = DiskView::open_with(&dir, Partition::nth(i, n), options)
                 .map_err(|source| NodeError::View { dir, source })?;
