@@ -57,10 +57,12 @@ fn spec(a: &Args) -> GraphSpec {
     }
 }
 
-fn load(a: &Args, log: &FileLog) -> u64 {
+/// Append the graph's writes to `log` in transactions of `TXN_WRITES` writes. Returns the
+/// number of writes.
+pub(crate) fn load(spec: &GraphSpec, log: &FileLog) -> u64 {
     let mut txns = Vec::new();
     let mut txn = Transaction::new();
-    let writes = generate(&spec(a), |key, value| {
+    let writes = generate(spec, |key, value| {
         txn = std::mem::take(&mut txn).write(key, value);
         if txn.writes.len() == TXN_WRITES {
             txns.push(std::mem::take(&mut txn));
@@ -81,7 +83,7 @@ fn load(a: &Args, log: &FileLog) -> u64 {
     writes
 }
 
-fn futures_block_on<F: std::future::Future>(f: F) -> F::Output {
+pub(crate) fn futures_block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -144,7 +146,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     };
     let log = FileLog::open(dir.path().join("log"), config).unwrap();
     let t = Instant::now();
-    let writes = load(a, &log);
+    let writes = load(&spec(a), &log);
     eprintln!("loaded {writes} writes into the log in {:.1?}", t.elapsed());
     let views: Vec<DiskView> = (0..VIEWS)
         .map(|i| {

@@ -68,6 +68,8 @@ enum Scenario {
     Chunks(spindle_bench::chunks::Args),
     /// Iteration over Disk Views against raw RocksDB; Memory View boot against log replay.
     Iterate(spindle_bench::iterate::Args),
+    /// Carousel against dedicated iterators: 1 and 5 rider processes over gRPC on a cold view.
+    Carousel(spindle_bench::carousel::Args),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +88,9 @@ fn main() -> ExitCode {
             Scenario::Chunks(args) => spindle_bench::chunks::run(&args).map(|()| ExitCode::SUCCESS),
             Scenario::Iterate(args) => {
                 spindle_bench::iterate::run(&args).map(|()| ExitCode::SUCCESS)
+            }
+            Scenario::Carousel(args) => {
+                spindle_bench::carousel::run(&args).map(|()| ExitCode::SUCCESS)
             }
         },
         Command::Inspect { dir, json } => inspect::run(&dir, json),
