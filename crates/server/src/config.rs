@@ -122,6 +122,15 @@ impl ServerConfig {
         })
     }
 
+    /// The carousel of each Disk View.
+    pub fn carousel(&self) -> spindle_view::carousel::CarouselConfig {
+        spindle_view::carousel::CarouselConfig {
+            chunk_bytes: self.iter_chunk_bytes,
+            rider_lag_chunks_max: self.rider_lag_chunks_max,
+            ..spindle_view::carousel::CarouselConfig::default()
+        }
+    }
+
     pub fn truncate_interval(&self) -> Duration {
         Duration::from_millis(self.truncate_interval_ms)
     }
@@ -187,8 +196,10 @@ impl ServerConfig {
         if self.request_body_bytes_max < 1024 {
             return bad("request_body_bytes_max must be at least 1024".into());
         }
-        if self.rider_lag_chunks_max == 0 {
-            return bad("rider_lag_chunks_max must be at least 1".into());
+        if let Err(e) = self.carousel().check() {
+            return bad(format!(
+                "carousel settings (iter_chunk_bytes, rider_lag_chunks_max): {e}"
+            ));
         }
         if self.truncate_interval_ms == 0 {
             return bad("truncate_interval_ms must be at least 1".into());

@@ -17,7 +17,7 @@ use spindle_chunk::ChunkStore;
 use spindle_core::{Index, ItemKey, Partition};
 use spindle_log::{FileLog, LogConfig, SyncMode};
 use spindle_ring::Ring;
-use spindle_view::carousel::{Carousel, CarouselConfig};
+use spindle_view::carousel::Carousel;
 use spindle_view::disk::DiskOptions;
 use spindle_view::truncate::{self, Holds, Replica, Truncation};
 use spindle_view::{
@@ -209,11 +209,7 @@ impl Node {
             ..LogConfig::default()
         };
         let log = Arc::new(FileLog::open(data.join("log"), log_config)?);
-        let carousel_config = CarouselConfig {
-            chunk_bytes: config.iter_chunk_bytes,
-            rider_lag_chunks_max: config.rider_lag_chunks_max,
-            ..CarouselConfig::default()
-        };
+        let carousel_config = config.carousel();
         let mut disks = Vec::new();
         for i in 0..n {
             let dir = disk_dir(&data, i, n);
@@ -224,9 +220,11 @@ impl Node {
             let view = DiskView::open_with(&dir, Partition::nth(i, n), options)
                 .map_err(|source| NodeError::View { dir, source })?;
             let view = Arc::new(view);
+            let carousel = Carousel::try_new(view.clone(), carousel_config.clone())
+                .map_err(|e| crate::config::ConfigError::Invalid(e.to_string()))?;
             disks.push(DiskSlot {
                 id: format!("disk-{i}"),
-                carousel: Carousel::new(view.clone(), carousel_config.clone()),
+                carousel,
                 view,
             });
         }
