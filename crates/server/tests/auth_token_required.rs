@@ -1,0 +1,65 @@
+//! With a bearer token configured, every HTTP and gRPC request without it (or with a wrong
+//! one) is refused with 401 / UNAUTHENTICATED; with it, requests go through.
+
+mod common;
+
+use hyper::{Method, StatusCode};
+use spindle_server::client::{grpc_connect, iterate};
+use spindle_server::proto::IterateRequest;
+
+const TOKEN: &str = "s3cret-token-0123456789";
+
+#[test]
+fn requests_without_the_token_are_refused() {
+    let server = common::TestServer::start(|c| c.token = Some(TOKEN.into()));
+    let grpc = server.bound.grpc.to_string();
+    server.rt.block_on(async {
+        for token in [None, Some("wrong-token-0123456789")] {
+            let client = server.http(token);
+            for (method, path) in [
+                (Method::GET, "/v1/status"),
+                (Method::GET, "/metrics"),
+                (Method::GET, "/v1/item?node=a"),
+                (Method::POST, "/v1/txn"),
+            ] {
+                let (status, answer) = client.json(method, path, None).await.unwrap();
+                assert_eq!(status, StatusCode::UNAUTHORIZED, "{path} with {token:?}");
+                assert_eq!(answer["error"], "unauthorized");
+            }
+            let mut g = grpc_connect(&grpc, token).await.unwrap();
+            let err = iterate(
+                &mut g,
+                IterateRequest {
+                    view: "disk-0".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap_err();
+            assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
+        }
+        let client = server.http(Some(TOKEN));
+        let (status, _) = client.json(Method::GET, "/v1/status", None).await.unwrap();
+        assert_eq!(status, StatusCode::OK);
+        let mut g = grpc_connect(&grpc, Some(TOKEN)).await.unwrap();
+        let mut stream = iterate(
+            &mut g,
+            IterateRequest {
+                view: "disk-0".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        while stream.message().await.unwrap().is_some() {}
+    });
+    assert!(
+        server
+            .node
+            .metrics
+            .unauthorized
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 10
+    );
+    server.stop();
+}

@@ -1,0 +1,78 @@
+//! A node served in-process on loopback ports chosen by the system, for the behaviour tests.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use spindle_server::client::HttpClient;
+use spindle_server::serve::Bound;
+use spindle_server::{Node, ServerConfig};
+use tokio::sync::oneshot;
+
+pub struct TestServer {
+    pub node: Arc<Node>,
+    pub bound: Bound,
+    pub rt: tokio::runtime::Runtime,
+    stop: Option<oneshot::Sender<()>>,
+    done: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    pub dir: tempfile::TempDir,
+}
+
+pub fn config(dir: &std::path::Path) -> ServerConfig {
+    ServerConfig {
+        data_dir: dir.to_owned(),
+        http_listen: "127.0.0.1:0".parse().unwrap(),
+        grpc_listen: "127.0.0.1:0".parse().unwrap(),
+        log_segment_bytes: 1 << 20,
+        ..ServerConfig::default()
+    }
+}
+
+impl TestServer {
+    pub fn start(edit: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = config(dir.path());
+        edit(&mut c);
+        TestServer::start_in(dir, c)
+    }
+
+    pub fn start_in(dir: tempfile::TempDir, c: ServerConfig) -> TestServer {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let node = Node::open(c).unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+        let done = rt.spawn(spindle_server::serve::serve(
+            node.clone(),
+            async move {
+                let _ = stopped.await;
+            },
+            move |b| bound_tx.send(b).unwrap(),
+        ));
+        let bound = bound_rx.recv().unwrap();
+        TestServer {
+            node,
+            bound,
+            rt,
+            stop: Some(stop),
+            done: Some(done),
+            dir,
+        }
+    }
+
+    pub fn http(&self, token: Option<&str>) -> HttpClient {
+        HttpClient::new(&self.bound.http.to_string(), token.map(str::to_owned))
+    }
+
+    /// Graceful shutdown, as on SIGTERM; returns the data directory.
+    pub fn stop(mut self) -> tempfile::TempDir {
+        self.stop.take().unwrap().send(()).unwrap();
+        let done = self.done.take().unwrap();
+        self.rt.block_on(done).unwrap().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::mem::replace(&mut self.dir, dir)
+    }
+}
