@@ -111,7 +111,7 @@ async fn boot_over_grpc(grpc: &str) -> (BTreeMap<String, (u64, u64)>, [u64; 4]) 
     let mut client = grpc_connect(grpc, None).await.unwrap();
     let mut out = BTreeMap::new();
     let mut cuts = [0; 4];
-    for view in 0..4usize {
+    for (view, view_cut) in cuts.iter_mut().enumerate() {
         let req = IterateRequest {
             view: format!("disk-{view}"),
             latest_only: true,
@@ -134,7 +134,7 @@ async fn boot_over_grpc(grpc: &str) -> (BTreeMap<String, (u64, u64)>, [u64; 4]) 
                     out.insert(id, (v.index.get(), value["n"].as_u64().unwrap()));
                 }
                 Frame::End(end) => {
-                    cuts[view] = end.cut.get();
+                    *view_cut = end.cut.get();
                     ended = true;
                 }
             }

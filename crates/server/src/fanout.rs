@@ -26,13 +26,16 @@ pub const TAIL_RING_SLOTS: usize = 256;
 /// Records the tailer asks the log for per read (reads end on a commit).
 pub const TAIL_BATCH_RECORDS_MAX: usize = 4096;
 
+/// The tailer thread; it ends with the error that stopped it, if any.
+pub type Tailer = JoinHandle<Result<(), ReadError>>;
+
 /// Start the tailer thread from `from`. It stops when `stop` turns true; dropping its
 /// producer then closes the ring, and followers return once they have drained it.
 pub fn start(
     log: Arc<FileLog>,
     from: Index,
     stop: watch::Receiver<bool>,
-) -> std::io::Result<(Ring<Slot>, JoinHandle<Result<(), ReadError>>)> {
+) -> std::io::Result<(Ring<Slot>, Tailer)> {
     let (producer, ring) = RingBuilder::new(TAIL_RING_SLOTS)
         .name("log-tail")
         .wait(WaitStrategy::Blocking)

@@ -147,7 +147,7 @@ pub struct Node {
     pub started: Instant,
     stop: watch::Sender<bool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
-    tailer: Mutex<Option<JoinHandle<Result<(), spindle_log::ReadError>>>>,
+    tailer: Mutex<Option<fanout::Tailer>>,
 }
 
 fn disk_dir(data: &Path, i: u64, n: u64) -> PathBuf {
