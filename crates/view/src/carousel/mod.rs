@@ -6,15 +6,17 @@
 //! boarding, and leave after one revolution. A chunk is encoded once per filter group and
 //! the same `Bytes` goes to every rider of the group. The scanner stays within
 //! `rider_lag_chunks_max` chunks of every rider; a rider at that bound that holds back one
-//! keeping pace is moved onto its own iterator from exactly where it was, and rejoins the
-//! ring when it catches up; it is never ejected (`policy`). The scanner runs only while
-//! someone rides the shared scan, and stops when the last rider leaves.
+//! keeping pace is moved onto its own iterator (kept across chunks on a reader thread of
+//! its own, `alone`) from exactly where it was, and rejoins the ring when it catches up; it
+//! is never ejected (`policy`). The scanner runs only while someone rides the shared scan,
+//! and stops when the last rider leaves.
 //!
 //! Locks: `lifecycle` (start and stop of the scanner thread) before `state` before a
 //! rider's `slot`. The scanner only `try_lock`s a slot: a rider holds its slot while it
 //! takes a chunk (and while it waits for one at the head of the ring, where it is never
 //! demoted), so the scanner never waits for a rider's lock.
 
+mod alone;
 mod encode;
 pub mod policy;
 mod rider;
@@ -236,6 +238,7 @@ pub(crate) struct RiderShared {
     bytes: AtomicU64,
     demotions: AtomicU64,
     rejoins: AtomicU64,
+    iterators_opened: AtomicU64,
 }
 
 impl RiderShared {
@@ -254,6 +257,7 @@ impl RiderShared {
             bytes: AtomicU64::new(0),
             demotions: AtomicU64::new(0),
             rejoins: AtomicU64::new(0),
+            iterators_opened: AtomicU64::new(0),
         }
     }
 

@@ -4,27 +4,26 @@
 //! On the shared scan a rider reads one ring slot at a time and takes its group's chunk
 //! whole (the same `Bytes`), trims a copy (a narrower cut or range than the chunk's), or
 //! skips it. When the scanner has demoted it, the rider reads alone from exactly where it
-//! was with a short-lived RocksDB iterator per chunk, and rejoins the ring at a chunk that
-//! starts where it stands (policy::demoted_decision). Its position on the circle only
-//! grows, so no item is lost or repeated across the switches.
+//! was, one chunk at a time, with one RocksDB iterator kept on a reader thread of its own
+//! while it stays demoted (`alone`), and rejoins the ring at a chunk that starts where it
+//! stands (policy::demoted_decision). Its position on the circle only grows, so no item is
+//! lost or repeated across the switches.
 
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use rocksdb::ReadOptions;
 use serde::Serialize;
 use spindle_core::{Index, Partition};
 
-use super::encode::{chunk_use, trim, ChunkBuilder, ChunkUse, Filter, ItemBuf, ScanPos};
+use super::alone::AloneReader;
+use super::encode::{chunk_use, trim, ChunkUse, ScanPos};
 use super::policy::{demoted_decision, DemotedDecision, RejoinView};
-use super::scanner::skip_kind;
 use super::{Inner, RiderShared, Slot, MODE_SHARED};
 use crate::error::IterError;
 use crate::frame::{encode_end, EndFrame, END_FRAME_BYTES};
-use crate::iterate::{IterRequest, ITER_READAHEAD_BYTES};
-use crate::keys;
+use crate::iterate::IterRequest;
 
 /// Counters of one rider.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -43,6 +42,9 @@ pub struct RiderStats {
     pub chunks_alone: u64,
     pub demotions: u64,
     pub rejoins: u64,
+    /// RocksDB iterators opened to read alone: one per demotion (kept until the rider
+    /// rejoins), or the dedicated iteration's one.
+    pub iterators_opened: u64,
 }
 
 /// One iteration served by a carousel: `next_chunk` until `None`. Dropping it leaves the
@@ -79,6 +81,8 @@ struct Ride {
     /// Where its revolution ends.
     target: ScanPos,
     group: u64,
+    /// While demoted: the reader thread that keeps its iterator across chunks.
+    alone: Option<AloneReader>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +119,7 @@ impl Rider {
             pos: None,
             target: ScanPos::default(),
             group: 0,
+            alone: None,
         };
         Rider {
             inner,
@@ -136,11 +141,15 @@ impl Rider {
         let (tx, rx) = sync_channel(2);
         let view = inner.view.clone();
         let chunk_bytes = inner.config.chunk_bytes;
+        let counters = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("dedicated-rider".into())
             .spawn(move || {
                 let mut it = match view.iterate(&req) {
-                    Ok(it) => it,
+                    Ok(it) => {
+                        counters.iterators_opened.fetch_add(1, Ordering::Relaxed);
+                        it
+                    }
                     Err(e) => {
                         let _ = tx.send(Err(e));
                         return;
@@ -198,6 +207,7 @@ impl Rider {
         let mut stats = self.stats;
         stats.demotions = self.shared.demotions.load(Ordering::Relaxed);
         stats.rejoins = self.shared.rejoins.load(Ordering::Relaxed);
+        stats.iterators_opened = self.shared.iterators_opened.load(Ordering::Relaxed);
         stats
     }
 
@@ -286,7 +296,7 @@ impl Drop for Rider {
 }
 
 impl Ride {
-    fn step(&mut self, inner: &Inner, rider: &RiderShared) -> Result<Step, IterError> {
+    fn step(&mut self, inner: &Inner, rider: &Arc<RiderShared>) -> Result<Step, IterError> {
         if let Some(e) = rider.failure() {
             return Err(e);
         }
@@ -298,6 +308,7 @@ impl Ride {
             return Ok(Step::Nothing);
         };
         if *pos >= self.target {
+            self.alone = None;
             return Ok(Step::End);
         }
         if rider.mode() == MODE_SHARED {
@@ -375,12 +386,13 @@ impl Ride {
     }
 
     /// Demoted: rejoin if the policy says so, else read one chunk alone.
-    fn ride_alone(&mut self, inner: &Inner, rider: &RiderShared) -> Result<Step, IterError> {
+    fn ride_alone(&mut self, inner: &Inner, rider: &Arc<RiderShared>) -> Result<Step, IterError> {
         let pos = self.pos.clone().expect("riding after boarding");
         let (view, ahead_start) = self.rejoin_view(inner, &pos);
         let bound = match demoted_decision(view, inner.config.rider_lag_chunks_max) {
             DemotedDecision::Rejoin { seq } => {
                 if rejoin(inner, rider, seq) {
+                    self.alone = None;
                     return Ok(Step::Nothing);
                 }
                 self.target.clone()
@@ -389,16 +401,23 @@ impl Ride {
             DemotedDecision::Alone => self.target.clone(),
         };
         let bound = bound.min(self.target.clone());
-        let filter = Filter::of(&rider.checked);
-        let (buf, frames, next) = read_alone(inner, &rider.checked.range, &filter, &pos, &bound)?;
-        assert!(next > pos, "reading alone must advance");
-        self.pos = Some(next);
-        Ok(if frames == 0 {
+        let reader = match &mut self.alone {
+            Some(reader) => reader,
+            None => self.alone.insert(AloneReader::start(
+                inner.view.clone(),
+                rider.clone(),
+                inner.config.chunk_bytes,
+            )?),
+        };
+        let chunk = reader.read(pos.clone(), bound)?;
+        assert!(chunk.next > pos, "reading alone must advance");
+        self.pos = Some(chunk.next);
+        Ok(if chunk.frames == 0 {
             Step::Nothing
         } else {
             Step::Chunk {
-                bytes: Bytes::from(buf),
-                frames,
+                bytes: Bytes::from(chunk.buf),
+                frames: chunk.frames,
                 how: How::Alone,
             }
         })
@@ -459,66 +478,4 @@ fn rejoin(inner: &Inner, rider: &RiderShared, seq: u64) -> bool {
     rider.rejoins.fetch_add(1, Ordering::Relaxed);
     inner.wake.notify_all();
     true
-}
-
-/// Read alone from `pos` towards `bound` (within one lap), about one chunk of whole items
-/// of `range`. Returns the frames, their count and the new position.
-fn read_alone(
-    inner: &Inner,
-    range: &Partition,
-    filter: &Filter,
-    pos: &ScanPos,
-    bound: &ScanPos,
-) -> Result<(Vec<u8>, u64, ScanPos), IterError> {
-    let view = &*inner.view;
-    let budget = inner.config.chunk_bytes;
-    let limit = bound.clone().min(pos.lap_end());
-    let lower = pos.key.clone().max(keys::hash_floor(range.lo()));
-    let mut upper = keys::hash_ceiling(range.hi());
-    if limit.lap == pos.lap {
-        upper = Some(upper.map_or(limit.key.clone(), |u| u.min(limit.key.clone())));
-    }
-    let mut builder = ChunkBuilder::new(filter.clone(), super::chunk_capacity_bytes(budget));
-    if upper.as_ref().is_some_and(|u| *u <= lower) {
-        return Ok((Vec::new(), 0, limit));
-    }
-    let mut opts = ReadOptions::default();
-    opts.set_iterate_lower_bound(lower.clone());
-    if let Some(u) = upper {
-        opts.set_iterate_upper_bound(u);
-    }
-    opts.fill_cache(false);
-    opts.set_readahead_size(ITER_READAHEAD_BYTES);
-    let mut it = view.db().raw_iterator_opt(opts);
-    it.seek(&lower);
-    let mut item = ItemBuf::default();
-    let (mut raw_bytes, mut items) = (0usize, 0u64);
-    loop {
-        let Some(key) = it.key() else {
-            it.status().map_err(crate::disk::db_err(view.dir()))?;
-            break;
-        };
-        let parts = keys::split_key(key).ok_or_else(|| view.corrupt(format!("bad key {key:?}")))?;
-        if items > 0 && (raw_bytes >= budget || builder.buf.len() >= budget) {
-            let next = ScanPos {
-                lap: pos.lap,
-                key: parts.prefix.to_vec(),
-            };
-            let frames = builder.meta.frames;
-            return Ok((builder.buf, frames, next));
-        }
-        if !filter.kinds.allows(parts.kind) {
-            let (hash, kind) = (parts.hash, parts.kind);
-            if !skip_kind(&mut it, hash, kind) {
-                break;
-            }
-            continue;
-        }
-        item.load(&mut it, view)?;
-        raw_bytes += item.raw_bytes;
-        items += 1;
-        builder.add(&item, view)?;
-    }
-    let frames = builder.meta.frames;
-    Ok((builder.buf, frames, limit))
 }
