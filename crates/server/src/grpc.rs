@@ -11,6 +11,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
+
 use futures_util::Stream;
 use spindle_core::{Index, Partition};
 use spindle_log::{ReadError, Tail};
@@ -138,12 +140,6 @@ macro_rules! method {
     };
 }
 
-method!(
-    IterateMethod,
-    proto::IterateRequest,
-    proto::FrameChunk,
-    iterate
-);
 method!(TailMethod, proto::TailRequest, proto::RecordBatch, tail);
 
 async fn stream<Req, Resp, M>(
@@ -164,6 +160,7 @@ where
 impl<B> CodegenService<http::Request<B>> for SpindleServer
 where
     B: HttpBody + Send + 'static,
+    B::Data: Send,
     B::Error: Into<StdError> + Send + 'static,
 {
     type Response = http::Response<tonic::body::Body>;
@@ -177,7 +174,9 @@ where
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let service = self.service.clone();
         match req.uri().path() {
-            ITERATE_PATH => Box::pin(async move { Ok(stream(IterateMethod(service), req).await) }),
+            ITERATE_PATH => {
+                Box::pin(async move { Ok(crate::shared_body::iterate(service, req).await) })
+            }
             TAIL_PATH => Box::pin(async move { Ok(stream(TailMethod(service), req).await) }),
             other => {
                 let status = Status::unimplemented(format!("no method {other}"));
@@ -250,11 +249,12 @@ pub fn iter_request(
 }
 
 impl Service {
-    async fn iterate(
+    /// Board (or start a dedicated iterator) and return the chunks as they come. The rider
+    /// runs on its own thread; the channel's bound paces it to the client.
+    pub(crate) fn start_iteration(
         &self,
-        request: Request<proto::IterateRequest>,
-    ) -> Result<Response<BoxStream<proto::FrameChunk>>, Status> {
-        let r = request.into_inner();
+        r: &proto::IterateRequest,
+    ) -> Result<mpsc::Receiver<Result<Bytes, Status>>, Status> {
         let node = &self.node;
         let Some(slot) = node.disks.iter().find(|d| d.id == r.view) else {
             let ids: Vec<_> = node.disks.iter().map(|d| d.id.as_str()).collect();
@@ -263,7 +263,7 @@ impl Service {
                 r.view
             )));
         };
-        let req = iter_request(&r, slot.view.partition())?;
+        let req = iter_request(r, slot.view.partition())?;
         let rider = if r.dedicated {
             slot.carousel.dedicated(&req)
         } else {
@@ -277,13 +277,10 @@ impl Service {
             .name(format!("rider-{}", slot.id))
             .spawn(move || {
                 while let Some(chunk) = rider.next_chunk() {
-                    let message = match chunk {
-                        Ok(frames) => {
-                            Counters::bump(&node.metrics.iteration_bytes, frames.len() as u64);
-                            Ok(proto::FrameChunk { frames })
-                        }
-                        Err(e) => Err(Status::internal(e.to_string())),
-                    };
+                    let message = chunk.map_err(|e| Status::internal(e.to_string()));
+                    if let Ok(frames) = &message {
+                        Counters::bump(&node.metrics.iteration_bytes, frames.len() as u64);
+                    }
                     let failed = message.is_err();
                     // A send error means the client went away: dropping the rider frees it.
                     if tx.blocking_send(message).is_err() || failed {
@@ -292,7 +289,7 @@ impl Service {
                 }
             })
             .map_err(|e| Status::resource_exhausted(format!("cannot start a rider thread: {e}")))?;
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(rx)
     }
 
     async fn tail(

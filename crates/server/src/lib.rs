@@ -12,6 +12,7 @@ pub mod load;
 pub mod node;
 pub mod proto;
 pub mod serve;
+pub mod shared_body;
 pub mod status;
 
 pub use config::ServerConfig;
