@@ -57,8 +57,11 @@ pub struct ServerConfig {
     /// Frame bytes per gRPC iteration message.
     pub iter_chunk_bytes: usize,
     /// Chunks a carousel rider may fall behind the scanner before it is moved to its own
-    /// iterator.
+    /// iterator (below `carousel_ring_slots`).
     pub rider_lag_chunks_max: u64,
+    /// Slots of each carousel's ring; each holds one shared chunk per filter group, so a
+    /// carousel buffers at most `carousel_ring_slots × groups × iter_chunk_bytes`.
+    pub carousel_ring_slots: usize,
     /// RocksDB block cache of each Disk View (0: RocksDB's default).
     pub disk_block_cache_bytes: usize,
     /// Read the Disk Views' table files with O_DIRECT, bypassing the page cache (a
@@ -87,7 +90,11 @@ impl Default for ServerConfig {
             chunk_bytes_max: 16 << 20,
             chunk_store_bytes_max: 1 << 40,
             iter_chunk_bytes: 256 << 10,
-            rider_lag_chunks_max: 64,
+            // 64 MiB of lag: on a busy 2-core machine, rider processes sharing the cores
+            // with the server drift apart by tens of MiB without being slow, and a demoted
+            // rider reads the disk on its own (docs/benchmarks/carousel.md).
+            rider_lag_chunks_max: 256,
+            carousel_ring_slots: 512,
             disk_block_cache_bytes: 0,
             disk_direct_reads: false,
             read_wait_ms_max: 60_000,
@@ -127,7 +134,7 @@ impl ServerConfig {
         spindle_view::carousel::CarouselConfig {
             chunk_bytes: self.iter_chunk_bytes,
             rider_lag_chunks_max: self.rider_lag_chunks_max,
-            ..spindle_view::carousel::CarouselConfig::default()
+            ring_slots: self.carousel_ring_slots,
         }
     }
 
