@@ -127,21 +127,37 @@ pub async fn grpc_connect(server: &str, token: Option<&str>) -> anyhow::Result<G
     )
 }
 
+/// Call a server-streaming method at `path`.
+async fn server_streaming<Req, Resp>(
+    client: &mut GrpcClient,
+    path: &'static str,
+    request: Req,
+) -> Result<tonic::Streaming<Resp>, tonic::Status>
+where
+    Req: prost::Message + Send + Sync + 'static,
+    Resp: prost::Message + Default + Send + Sync + 'static,
+{
+    client
+        .ready()
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("the server is not reachable: {e}")))?;
+    let path = http::uri::PathAndQuery::from_static(path);
+    Ok(client
+        .server_streaming(
+            tonic::Request::new(request),
+            path,
+            ProtoCodec::<Req, Resp>::default(),
+        )
+        .await?
+        .into_inner())
+}
+
 /// Start an iteration (`Iterate`): a stream of frame chunks.
 pub async fn iterate(
     client: &mut GrpcClient,
     request: proto::IterateRequest,
 ) -> Result<tonic::Streaming<proto::FrameChunk>, tonic::Status> {
-    client
-        .ready()
-        .await
-        .map_err(|e| tonic::Status::unavailable(format!("the server is not reachable: {e}")))?;
-    let codec = ProtoCodec::<proto::IterateRequest, proto::FrameChunk>::default();
-    let path = http::uri::PathAndQuery::from_static(ITERATE_PATH);
-    Ok(client
-        .server_streaming(tonic::Request::new(request), path, codec)
-        .await?
-        .into_inner())
+    server_streaming(client, ITERATE_PATH, request).await
 }
 
 /// Tail the log (`Tail`): a stream of record batches.
@@ -149,16 +165,7 @@ pub async fn tail(
     client: &mut GrpcClient,
     request: proto::TailRequest,
 ) -> Result<tonic::Streaming<proto::RecordBatch>, tonic::Status> {
-    client
-        .ready()
-        .await
-        .map_err(|e| tonic::Status::unavailable(format!("the server is not reachable: {e}")))?;
-    let codec = ProtoCodec::<proto::TailRequest, proto::RecordBatch>::default();
-    let path = http::uri::PathAndQuery::from_static(TAIL_PATH);
-    Ok(client
-        .server_streaming(tonic::Request::new(request), path, codec)
-        .await?
-        .into_inner())
+    server_streaming(client, TAIL_PATH, request).await
 }
 
 /// What one ride received.

@@ -45,6 +45,10 @@ impl ApiError {
         }
     }
 
+    fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, code, message)
+    }
+
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             status,
@@ -109,11 +113,7 @@ pub fn router(node: Arc<Node>) -> Router {
         // Bodies are read by `read_body` with the limit that fits each endpoint.
         .layer(DefaultBodyLimit::disable())
         .fallback(|| async {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "no such endpoint; see docs/api.md",
-            )
+            ApiError::not_found("not_found", "no such endpoint; see docs/api.md")
         })
         .layer(middleware::from_fn_with_state(node.clone(), authorize))
         .with_state(node)
@@ -422,14 +422,9 @@ async fn read_item(
         Some(v) if !v.value.is_tombstone() || at.is_some() => Ok(Json(version_json(&key, &v))),
         Some(v) => Err(ApiError {
             extra: Some(json!({"version": v.index.get()})),
-            ..ApiError::new(
-                StatusCode::NOT_FOUND,
-                "deleted",
-                format!("{key} was deleted at index {}", v.index),
-            )
+            ..ApiError::not_found("deleted", format!("{key} was deleted at index {}", v.index))
         }),
-        None => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
+        None => Err(ApiError::not_found(
             "not_found",
             format!("{key} was never written"),
         )),
@@ -565,8 +560,7 @@ async fn index_lookup(
 ) -> ApiResult<Json<serde_json::Value>> {
     let Some((_, slot)) = node.indexes.iter().find(|(c, _)| c.name == name) else {
         let names: Vec<_> = node.indexes.iter().map(|(c, _)| c.name.as_str()).collect();
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
+        return Err(ApiError::not_found(
             "unknown_index",
             format!("no index view {name:?}; configured: {names:?}"),
         ));
@@ -695,11 +689,7 @@ async fn get_chunk(State(node): State<Arc<Node>>, Path(id): Path<String>) -> Api
             Body::from(bytes),
         )
             .into_response()),
-        None => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no chunk {id}"),
-        )),
+        None => Err(ApiError::not_found("not_found", format!("no chunk {id}"))),
     }
 }
 

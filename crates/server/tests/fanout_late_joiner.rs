@@ -11,7 +11,7 @@ use spindle_view::MemoryView;
 
 fn txn(round: u64, t: u64) -> Transaction {
     let key = ItemKey::node(format!("n{}", (round * 7 + t) % 40)).unwrap();
-    let value = if t % 9 == 0 {
+    let value = if t.is_multiple_of(9) {
         Value::TOMBSTONE
     } else {
         Value::json(format!("{{\"r\":{round},\"t\":{t}}}")).unwrap()
