@@ -6,23 +6,18 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
 use spindle_core::Partition;
-use spindle_view::{Carousel, CarouselConfig, IterRequest, RiderMode};
+use spindle_view::{IterRequest, RiderMode};
 
 #[test]
 fn a_demoted_rider_reads_its_ride_with_one_iterator() {
-    let records = random_records(&mut Rng::new(5), 1500, 600);
     let dir = tempfile::tempdir().unwrap();
-    let view = Arc::new(view_with(dir.path(), Partition::ALL, &records));
-    let config = CarouselConfig {
-        chunk_bytes: 1024,
-        ring_slots: 8,
-        rider_lag_chunks_max: 4,
-    };
-    let carousel = Carousel::new(view.clone(), config);
+    let CarouselFixture {
+        records,
+        view,
+        carousel,
+    } = carousel_fixture(dir.path(), 5, 1500, 600, (1024, 8, 4));
     let req = IterRequest::range(Partition::ALL);
 
     // Move the circle into the middle of a lap, so the ride below crosses the lap's end.

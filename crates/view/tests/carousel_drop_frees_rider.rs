@@ -12,15 +12,12 @@ use spindle_view::{Carousel, CarouselConfig, IterRequest};
 
 #[test]
 fn a_dropped_rider_leaves_and_the_last_stops_the_scanner() {
-    let records = random_records(&mut Rng::new(11), 600, 300);
     let dir = tempfile::tempdir().unwrap();
-    let view = Arc::new(view_with(dir.path(), Partition::ALL, &records));
-    let config = CarouselConfig {
-        chunk_bytes: 512,
-        ring_slots: 8,
-        rider_lag_chunks_max: 4,
-    };
-    let carousel = Carousel::new(view.clone(), config);
+    let CarouselFixture {
+        records,
+        view,
+        carousel,
+    } = carousel_fixture(dir.path(), 11, 600, 300, (512, 8, 4));
     assert!(!carousel.status().running, "no rider, no scan");
     let req = IterRequest::range(Partition::ALL);
     let mut riders = carousel.board_all(&[req.clone(), req.clone()]).unwrap();

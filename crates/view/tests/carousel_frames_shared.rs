@@ -4,23 +4,14 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
 use spindle_core::Partition;
-use spindle_view::{Carousel, CarouselConfig, IterRequest};
+use spindle_view::IterRequest;
 
 #[test]
 fn riders_with_equal_filters_share_every_chunk() {
-    let records = random_records(&mut Rng::new(3), 800, 400);
     let dir = tempfile::tempdir().unwrap();
-    let view = Arc::new(view_with(dir.path(), Partition::ALL, &records));
-    let config = CarouselConfig {
-        chunk_bytes: 2048,
-        ring_slots: 16,
-        rider_lag_chunks_max: 8,
-    };
-    let carousel = Carousel::new(view, config);
+    let CarouselFixture { carousel, .. } = carousel_fixture(dir.path(), 3, 800, 400, (2048, 16, 8));
     let all = IterRequest::range(Partition::ALL);
     // Other filters, but a frame for every item: it reads at the same pace.
     let mut keys = all.clone();

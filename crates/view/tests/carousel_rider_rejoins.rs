@@ -6,23 +6,18 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
 use spindle_core::Partition;
-use spindle_view::{Carousel, CarouselConfig, IterRequest, RiderMode};
+use spindle_view::{IterRequest, RiderMode};
 
 #[test]
 fn a_demoted_rider_that_catches_up_rejoins() {
-    let records = random_records(&mut Rng::new(21), 1500, 600);
     let dir = tempfile::tempdir().unwrap();
-    let view = Arc::new(view_with(dir.path(), Partition::ALL, &records));
-    let config = CarouselConfig {
-        chunk_bytes: 1024,
-        ring_slots: 16,
-        rider_lag_chunks_max: 8,
-    };
-    let carousel = Carousel::new(view.clone(), config);
+    let CarouselFixture {
+        records,
+        view,
+        carousel,
+    } = carousel_fixture(dir.path(), 21, 1500, 600, (1024, 16, 8));
     let req = IterRequest::range(Partition::ALL);
     let mut riders = carousel.board_all(&[req.clone(), req.clone()]).unwrap();
     let (mut lead, mut late) = (riders.remove(0), riders.remove(0));

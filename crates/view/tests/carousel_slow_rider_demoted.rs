@@ -6,23 +6,19 @@
 mod common;
 
 use std::sync::mpsc;
-use std::sync::Arc;
 
 use common::*;
 use spindle_core::Partition;
-use spindle_view::{Carousel, CarouselConfig, IterRequest, RiderMode};
+use spindle_view::{IterRequest, RiderMode};
 
 #[test]
 fn a_paused_rider_is_demoted_and_the_others_finish() {
-    let records = random_records(&mut Rng::new(7), 1500, 600);
     let dir = tempfile::tempdir().unwrap();
-    let view = Arc::new(view_with(dir.path(), Partition::ALL, &records));
-    let config = CarouselConfig {
-        chunk_bytes: 1024,
-        ring_slots: 8,
-        rider_lag_chunks_max: 4,
-    };
-    let carousel = Carousel::new(view.clone(), config);
+    let CarouselFixture {
+        records,
+        view,
+        carousel,
+    } = carousel_fixture(dir.path(), 7, 1500, 600, (1024, 8, 4));
     let req = IterRequest::range(Partition::ALL);
     let expected = expected_frames(
         &versions_upto(&records, view.applied_index(), Partition::ALL),

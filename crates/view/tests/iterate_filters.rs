@@ -7,8 +7,7 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 use spindle_core::partition::HASH_SPACE as HASH_RANGE_END;
-use spindle_core::{Index, ItemKey, Partition};
-use spindle_view::frame::VersionFrame;
+use spindle_core::{Index, Partition};
 use spindle_view::{DiskView, IterRequest, Kinds};
 
 #[derive(Clone, Debug)]
@@ -51,48 +50,6 @@ fn filters() -> impl Strategy<Value = Filters> {
         )
 }
 
-fn expected(all: &Versions, range: Partition, f: &Filters, cut: Index) -> Vec<VersionFrame> {
-    let from = Index::new(f.from.max(1));
-    let mut out = Vec::new();
-    for (key, versions) in all {
-        let kind_ok = match key {
-            ItemKey::Node { .. } => f.kinds.nodes,
-            ItemKey::Edge { .. } => f.kinds.edges,
-        };
-        if !kind_ok || !range.contains(key.hash()) {
-            continue;
-        }
-        let mut wanted: Vec<_> = versions
-            .iter()
-            .filter(|(i, _)| *i >= from && *i <= cut)
-            .collect();
-        if f.latest_only {
-            // The newest version at or below the cut, if it is at or above `from`.
-            let newest = versions.iter().rev().find(|(i, _)| *i <= cut);
-            wanted = newest.filter(|(i, _)| *i >= from).into_iter().collect();
-        }
-        for (index, value) in wanted {
-            let json = value.as_json();
-            let value = match (f.keys_only, f.projection, json) {
-                (_, _, None) | (true, _, _) => None,
-                (false, None, Some(j)) => Some(j.to_owned()),
-                (false, Some(p), Some(j)) => {
-                    let v: serde_json::Value = serde_json::from_str(j).unwrap();
-                    v.pointer(p).map(|x| x.to_string())
-                }
-            };
-            out.push(VersionFrame {
-                key: key.clone(),
-                index: *index,
-                tombstone: json.is_none(),
-                projected: f.projection.is_some() && json.is_some(),
-                value,
-            });
-        }
-    }
-    out
-}
-
 fn run(partition: Partition, txns: Vec<TxnSpec>, requests: Vec<Filters>) {
     let dir = tempfile::tempdir().unwrap();
     let log = open_log(&dir.path().join("log"));
@@ -123,11 +80,14 @@ fn run(partition: Partition, txns: Vec<TxnSpec>, requests: Vec<Filters>) {
             assert!(view.iterate(&req).is_err());
             continue;
         };
-        let (mut frames, cut) = iterate_all(&view, &req);
+        let (frames, cut) = iterate_all(&view, &req);
         assert_eq!(cut, checked.cut);
         assert_log_order_within_keys(&frames, cut);
-        frames.sort_by(|a, b| (&a.key, a.index).cmp(&(&b.key, b.index)));
-        assert_eq!(frames, expected(&all, checked.range, &f, cut), "{req:?}");
+        assert_eq!(
+            sorted(frames),
+            expected_frames(&all, &req, checked.range, cut),
+            "{req:?}"
+        );
     }
 }
 

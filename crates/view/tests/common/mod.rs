@@ -390,3 +390,34 @@ pub fn view_with(
     }
     view
 }
+
+/// A whole-space Disk View of random records and a carousel over it, for the carousel tests.
+pub struct CarouselFixture {
+    pub records: Vec<Vec<spindle_core::Record>>,
+    pub view: std::sync::Arc<DiskView>,
+    pub carousel: spindle_view::Carousel,
+}
+
+/// `random_records(Rng::new(seed), txns, items)` in a view in `dir`, and a carousel with
+/// `(chunk_bytes, ring_slots, rider_lag_chunks_max)`.
+pub fn carousel_fixture(
+    dir: &std::path::Path,
+    seed: u64,
+    txns: usize,
+    items: u64,
+    (chunk_bytes, ring_slots, rider_lag_chunks_max): (usize, usize, u64),
+) -> CarouselFixture {
+    let records = random_records(&mut Rng::new(seed), txns, items);
+    let view = std::sync::Arc::new(view_with(dir, Partition::ALL, &records));
+    let config = spindle_view::CarouselConfig {
+        chunk_bytes,
+        ring_slots,
+        rider_lag_chunks_max,
+    };
+    let carousel = spindle_view::Carousel::new(view.clone(), config);
+    CarouselFixture {
+        records,
+        view,
+        carousel,
+    }
+}
