@@ -234,11 +234,10 @@ fn to_transaction(txn: TxnJson) -> ApiResult<Transaction> {
 
 async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<serde_json::Value>> {
     let body = read_body(&node, body, node.config.request_body_bytes_max).await?;
-    let txn = parse_json::<TxnJson>(&node, &body)
-        .and_then(to_transaction)
-        .inspect_err(|_| {
-            Counters::bump(&node.metrics.bad_requests, 1);
-        })?;
+    // `parse_json` counts its own refusals; count the rest here, once each.
+    let txn = to_transaction(parse_json::<TxnJson>(&node, &body)?).inspect_err(|_| {
+        Counters::bump(&node.metrics.bad_requests, 1);
+    })?;
     let records = txn.writes.len() as u64;
     match node.log.append(&txn).await {
         Ok(index) => {
@@ -403,11 +402,7 @@ async fn read_item(
     )?;
     let key = item_key(&p)?;
     Counters::bump(&node.metrics.reads, 1);
-    let wanted = match (p.as_of, p.min_index) {
-        (Some(a), Some(m)) => Some(a.max(m)),
-        (a, m) => a.or(m),
-    };
-    wait_disk(&node, &key, wanted, p.timeout).await?;
+    wait_disk(&node, &key, p.as_of.max(p.min_index), p.timeout).await?;
     let view = node.disk_for(&key).view.clone();
     let at = p.as_of;
     let k = key.clone();
