@@ -55,6 +55,32 @@ pub enum NodeError {
         found: u64,
         configured: u64,
     },
+    #[error(
+        "Disk View {} has applied the log through index {applied}, but the log ends at \
+         {log_last}: the log lost its tail or is not the log this view was built from. \
+         Serving would give new writes the indexes {}..={applied} again and the view would \
+         silently diverge, so the node refuses to start. Restore the log that belongs to \
+         this data directory, or remove {} so the view is rebuilt from the log (possible \
+         only while the log still starts at index 1).",
+        dir.display(), log_last.next(), dir.display()
+    )]
+    ViewAheadOfLog {
+        dir: PathBuf,
+        applied: Index,
+        log_last: Index,
+    },
+    #[error(
+        "Disk View {} has applied the log through index {applied}, but the log's first \
+         retained index is {log_first}: the records in between were truncated, so the view \
+         cannot catch up and would miss them. Restore the view (or the whole data \
+         directory) from a backup taken together with its log.",
+        dir.display()
+    )]
+    ViewBehindLog {
+        dir: PathBuf,
+        applied: Index,
+        log_first: Index,
+    },
     #[error("opening the chunk store: {0}")]
     Chunks(#[from] spindle_chunk::ChunkError),
     #[error("starting a worker thread: {0}")]
@@ -174,6 +200,30 @@ fn existing_partition_counts(data: &Path) -> std::io::Result<Vec<u64>> {
     Ok(out)
 }
 
+/// A Disk View may resume only if the log holds the record right after its applied
+/// index and nothing it has applied lies beyond the log's end (issue: views ahead of the
+/// log diverge silently as later appends reuse their indexes).
+fn check_view_against_log(view: &DiskView, log: &FileLog) -> Result<(), NodeError> {
+    let applied = view.applied_index();
+    let log_last = log.durable_index();
+    if applied > log_last {
+        return Err(NodeError::ViewAheadOfLog {
+            dir: view.dir().to_owned(),
+            applied,
+            log_last,
+        });
+    }
+    let log_first = log.first_index();
+    if applied.next() < log_first {
+        return Err(NodeError::ViewBehindLog {
+            dir: view.dir().to_owned(),
+            applied,
+            log_first,
+        });
+    }
+    Ok(())
+}
+
 impl Node {
     /// Open (or create) everything under `config.data_dir` and start the workers. Views
     /// that boot (Memory, Index) do so in the background; `status` shows their progress.
@@ -227,6 +277,9 @@ impl Node {
                 carousel,
                 view,
             });
+        }
+        for d in &disks {
+            check_view_against_log(&d.view, &log)?;
         }
         let chunks = ChunkStore::open(
             data.join("chunks"),
@@ -436,7 +489,9 @@ impl Node {
         }
     }
 
-    /// The truncation coordinator's decision now (DESIGN.md §7).
+    /// The truncation coordinator's decision now (DESIGN.md §7). A Disk View counts at its
+    /// *persisted* applied index, never its in-memory one: after a power cut a view comes
+    /// back at what it had synced, and the log must still hold everything above that.
     pub fn truncation_decision(&self) -> Truncation {
         let replicas: Vec<Replica> = self
             .disks
@@ -444,7 +499,7 @@ impl Node {
             .map(|d| Replica {
                 view: d.id.clone(),
                 range: d.view.partition(),
-                applied: d.view.applied_index(),
+                applied: d.view.persisted_index(),
             })
             .collect();
         truncate::safe_index(
@@ -454,13 +509,44 @@ impl Node {
         )
     }
 
-    /// One run of the truncation worker: decide, then delete the log prefix it allows.
+    /// Sync every Disk View's write-ahead log so its persisted index catches up with what
+    /// it has applied (one fdatasync per view, off the async workers).
+    pub async fn persist_disk_views(&self) -> Result<(), String> {
+        let views: Vec<(String, Arc<DiskView>)> = self
+            .disks
+            .iter()
+            .map(|d| (d.id.clone(), d.view.clone()))
+            .collect();
+        tokio::task::spawn_blocking(move || {
+            for (id, view) in views {
+                view.persist()
+                    .map_err(|e| format!("syncing Disk View {id}: {e}"))?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| format!("persisting Disk Views: {e}"))?
+    }
+
+    /// One run of the truncation worker: persist the Disk Views' progress, decide from
+    /// what is persisted, then delete the log prefix that allows.
     pub async fn truncate_once(&self) {
-        let decision = self.truncation_decision();
-        let result = if self.config.truncate {
-            Some(truncate::truncate(&*self.log, &decision).await)
+        let persisted = if self.config.truncate {
+            self.persist_disk_views().await
         } else {
-            None
+            Ok(())
+        };
+        let decision = self.truncation_decision();
+        let result = match persisted {
+            Ok(()) if self.config.truncate => Some(
+                truncate::truncate(&*self.log, &decision)
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
+            Ok(()) => None,
+            // A view that cannot sync keeps its old persisted index; skip this round and
+            // say why (the decision shown is still what is persisted).
+            Err(e) => Some(Err(e)),
         };
         let mut state = self.truncation.lock();
         state.runs += 1;
@@ -469,7 +555,7 @@ impl Node {
                 state.first_retained = Some(first);
                 state.error = None;
             }
-            Some(Err(e)) => state.error = Some(e.to_string()),
+            Some(Err(e)) => state.error = Some(e),
             None => {}
         }
         state.decision = Some(decision);

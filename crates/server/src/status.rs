@@ -59,6 +59,10 @@ pub struct ViewStatus {
     /// `[lo, hi)` of the hash space.
     pub range: [u64; 2],
     pub applied_index: u64,
+    /// Disk Views: the applied index known to survive a power cut (WAL synced or
+    /// flushed); truncation counts only this. Absent for views rebuilt on every start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub persisted_index: Option<u64>,
     /// Records the view is behind the log's durable index.
     pub lag: u64,
     pub ready: bool,
@@ -123,6 +127,7 @@ impl Node {
                 kind: "disk",
                 range: [p.lo(), p.hi()],
                 applied_index: applied,
+                persisted_index: Some(d.view.persisted_index().get()),
                 lag: durable.saturating_sub(applied),
                 ready: true,
             });
@@ -144,6 +149,7 @@ impl Node {
                 kind,
                 range: [0, spindle_core::partition::HASH_SPACE],
                 applied_index: applied.get(),
+                persisted_index: None,
                 lag: durable.saturating_sub(applied.get()),
                 ready,
             });
@@ -263,6 +269,18 @@ impl Node {
             s.views
                 .iter()
                 .map(|v| (format!("{{view=\"{}\"}}", v.id), v.applied_index as f64))
+                .collect(),
+        );
+        gauge(
+            "view_persisted_index",
+            "Log index each Disk View has applied and synced (what truncation counts).",
+            "gauge",
+            s.views
+                .iter()
+                .filter_map(|v| {
+                    let p = v.persisted_index?;
+                    Some((format!("{{view=\"{}\"}}", v.id), p as f64))
+                })
                 .collect(),
         );
         gauge(

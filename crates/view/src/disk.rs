@@ -36,6 +36,9 @@ pub struct Version {
     pub value: Value,
 }
 
+/// Called after each sync point of a Disk View with the applied index then persisted.
+pub type SyncObserver = std::sync::Arc<dyn Fn(&DiskView, Index) + Send + Sync>;
+
 /// How fresh a read must be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Freshness {
@@ -51,6 +54,11 @@ pub struct DiskView {
     dir: PathBuf,
     partition: Partition,
     applied: Mutex<Index>,
+    /// The highest applied index known to be on disk (WAL synced or memtables flushed):
+    /// what survives a power cut, and so the only applied index truncation may rely on.
+    persisted: Mutex<Index>,
+    /// Told of every sync point (see `observe_syncs`).
+    sync_observer: Mutex<Option<SyncObserver>>,
     applied_changed: Condvar,
     /// The applied index for async waiters (the condvar serves blocking ones).
     applied_watch: tokio::sync::watch::Sender<Index>,
@@ -146,6 +154,8 @@ impl DiskView {
             dir,
             partition,
             applied: Mutex::new(Index::ZERO),
+            persisted: Mutex::new(Index::ZERO),
+            sync_observer: Mutex::new(None),
             applied_changed: Condvar::new(),
             applied_watch: tokio::sync::watch::Sender::new(Index::ZERO),
             apply_lock: Mutex::new(()),
@@ -153,6 +163,10 @@ impl DiskView {
         let applied = view.load_meta()?;
         *view.applied.lock() = applied;
         view.applied_watch.send_replace(applied);
+        // What RocksDB recovered may still sit only in the page cache (a process crash
+        // keeps it there, a power cut would not): flush it to synced table files before
+        // anyone relies on it as persisted.
+        view.flush()?;
         Ok(view)
     }
 
@@ -239,15 +253,67 @@ impl DiskView {
     }
 
     /// Write both column families' memtables to table files, atomically (so data and the
-    /// applied index agree on disk even without the WAL).
+    /// applied index agree on disk even without the WAL). RocksDB syncs the table files
+    /// and its manifest, so afterwards the applied index read before the flush is
+    /// persisted.
     pub fn flush(&self) -> Result<(), ViewError> {
+        let applied = self.applied_index();
         let data = self
             .db
             .cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
             .expect("default column family");
         self.db
             .flush_cfs_opt(&[data, self.meta_cf()], &rocksdb::FlushOptions::default())
-            .map_err(db_err(&self.dir))
+            .map_err(db_err(&self.dir))?;
+        self.mark_persisted(applied);
+        Ok(())
+    }
+
+    /// Make everything applied so far survive a power cut by syncing RocksDB's write-ahead
+    /// log (one fdatasync; memtables stay), and return the applied index now persisted.
+    ///
+    /// Sound because `apply` publishes an index only after its batch is in the WAL: every
+    /// batch up to the index read here is in a WAL file that `flush_wal(true)` syncs.
+    pub fn persist(&self) -> Result<Index, ViewError> {
+        let applied = self.applied_index();
+        self.db.flush_wal(true).map_err(db_err(&self.dir))?;
+        Ok(self.mark_persisted(applied))
+    }
+
+    fn mark_persisted(&self, index: Index) -> Index {
+        let now = {
+            let mut persisted = self.persisted.lock();
+            *persisted = (*persisted).max(index);
+            *persisted
+        };
+        let observer = self.sync_observer.lock().clone();
+        if let Some(observe) = observer {
+            observe(self, now);
+        }
+        now
+    }
+
+    /// Have `observer` called after every later sync point (`persist`, `flush`), with the
+    /// index then persisted; `None` stops it. A simulated power cut snapshots the view
+    /// there: what RocksDB promises to keep through a power cut is at least the state of
+    /// the last sync point.
+    pub fn observe_syncs(&self, observer: Option<SyncObserver>) {
+        *self.sync_observer.lock() = observer;
+    }
+
+    /// Write a consistent copy of the view into `dir`, which must not exist (RocksDB's
+    /// checkpoint: table files hard-linked where possible). The copy opens as a Disk View of
+    /// the same partition.
+    pub fn checkpoint(&self, dir: &Path) -> Result<(), ViewError> {
+        let checkpoint =
+            rocksdb::checkpoint::Checkpoint::new(&self.db).map_err(db_err(&self.dir))?;
+        checkpoint.create_checkpoint(dir).map_err(db_err(&self.dir))
+    }
+
+    /// The highest applied index known to survive a power cut (see `persist`). Log
+    /// truncation is gated on this, never on `applied_index` (docs/disk-view-format.md).
+    pub fn persisted_index(&self) -> Index {
+        *self.persisted.lock()
     }
 
     /// RocksDB's estimate of the live bytes this view stores (table files and memtables):

@@ -100,6 +100,9 @@ impl DiskView {
         if !plan.cut.is_zero() {
             view.publish(plan.cut);
         }
+        // The finishing batch went to the unsynced WAL: sync it, so the boot is complete on
+        // disk before truncation may count this view at its cut.
+        view.persist()?;
         Ok(view)
     }
 
