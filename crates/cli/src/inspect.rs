@@ -64,6 +64,11 @@ fn print_report(r: &spindle_log::inspect::InspectReport) {
         r.checkpoint_as_of
             .map_or(String::new(), |a| format!(" (checkpoint as of {a})"))
     );
+    if let Some((segment, bytes)) = r.synced_hint {
+        println!(
+            "last clean close synced segment {segment} to {bytes} bytes; damage below that is corruption"
+        );
+    }
     match &r.torn_tail {
         Some(t) => println!(
             "torn tail: {} at offset {} ({} uncommitted records, {}); opening the log cuts it",

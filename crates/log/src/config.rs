@@ -28,6 +28,10 @@ pub struct LogConfig {
     pub read_chunk_bytes: usize,
     /// Records between entries of a segment's in-memory offset index.
     pub sparse_index_stride_records: u64,
+    /// Bytes the writer may have written to a segment but not yet synced; past it the writer
+    /// syncs before writing more. Recorded in each segment's header, it bounds where a torn
+    /// tail can lie, so recovery can tell damage to synced data from an unsynced tail.
+    pub unsynced_bytes_max: u64,
     pub sync: SyncMode,
 }
 
@@ -40,6 +44,7 @@ impl Default for LogConfig {
             sync_queue_batches_max: 4,
             read_chunk_bytes: 1 << 20,
             sparse_index_stride_records: 512,
+            unsynced_bytes_max: 4 << 20,
             sync: SyncMode::Data,
         }
     }
@@ -48,7 +53,19 @@ impl Default for LogConfig {
 /// The largest encoded transaction: every record at its header plus the payload bound.
 pub const TXN_FRAME_BYTES_MAX: usize = TXN_BYTES_MAX + TXN_RECORDS_MAX * FRAME_HEADER_BYTES;
 
+/// The smallest unsynced window. A frame larger than the window is synced on its own (synced
+/// before and after it is written); the default window holds the largest frame.
+pub const UNSYNCED_BYTES_MIN: u64 = 4096;
+
 impl LogConfig {
+    /// The window recorded in new segments' headers: 0 (unknown) when nothing is synced.
+    pub(crate) fn header_unsynced_window(&self) -> u32 {
+        match self.sync {
+            SyncMode::Data => u32::try_from(self.unsynced_bytes_max).expect("validated"),
+            SyncMode::Off => 0,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.segment_bytes < 4096 {
             return Err(format!(
@@ -67,6 +84,15 @@ impl LogConfig {
         }
         if self.sync_queue_batches_max == 0 {
             return Err("sync_queue_batches_max must be > 0".into());
+        }
+        if self.unsynced_bytes_max < UNSYNCED_BYTES_MIN
+            || self.unsynced_bytes_max > u64::from(u32::MAX)
+        {
+            return Err(format!(
+                "unsynced_bytes_max {} must be in {UNSYNCED_BYTES_MIN}..={} ",
+                self.unsynced_bytes_max,
+                u32::MAX
+            ));
         }
         if self.sparse_index_stride_records == 0 {
             return Err("sparse_index_stride_records must be > 0".into());

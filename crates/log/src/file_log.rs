@@ -5,7 +5,6 @@
 //! frames with positioned reads and never look past the durable index, which only ever lands
 //! on a commit record, so no reader sees part of a transaction or an unsynced byte.
 
-use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,10 +16,11 @@ use tokio::sync::{oneshot, watch, Semaphore};
 
 use crate::config::LogConfig;
 use crate::error::{io_at, AppendError, OpenError, ReadError, TruncateError};
+use crate::fs::{std_fs, DirLock, Fs, FsFile};
 use crate::intake::{Command, Intake, Pending, Prepared, Reply};
 use crate::reader::read_range;
 use crate::recovery::{scan_dir, TornTail};
-use crate::segment::{create_segment, segment_file_name, zero_range, SEGMENT_HEADER_BYTES};
+use crate::segment::{create_segment, segment_file_name, SEGMENT_HEADER_BYTES};
 use crate::syncer;
 use crate::versions::VersionTable;
 use crate::writer::{Tail, Writer};
@@ -32,12 +32,12 @@ const LOCK_FILE: &str = "LOCK";
 pub(crate) struct SegmentHandle {
     pub first: Index,
     pub path: PathBuf,
-    pub file: File,
+    pub file: Arc<dyn FsFile>,
     pub sparse: Mutex<Vec<(Index, u64)>>,
 }
 
 impl SegmentHandle {
-    pub fn new(first: Index, path: PathBuf, file: File) -> Self {
+    pub fn new(first: Index, path: PathBuf, file: Arc<dyn FsFile>) -> Self {
         SegmentHandle {
             first,
             path,
@@ -61,7 +61,10 @@ pub struct LogStats {
 /// State shared by appenders, readers and the writer thread.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    pub fs: Arc<dyn Fs>,
     pub dir: PathBuf,
+    /// (segment first index, offset): how far the syncer has synced the tail segment.
+    synced: Mutex<(Index, u64)>,
     pub config: LogConfig,
     pub intake: Mutex<Intake>,
     pub intake_ready: Condvar,
@@ -86,6 +89,24 @@ impl Shared {
 
     pub fn publish_durable(&self, index: Index) {
         self.durable.send_replace(index);
+    }
+
+    /// The syncer synced `segment` up to `offset`.
+    pub fn note_synced(&self, segment: Index, offset: u64) {
+        let mut synced = self.synced.lock();
+        if *synced < (segment, offset) {
+            *synced = (segment, offset);
+        }
+    }
+
+    /// How far `segment` is known to be synced (0 if nothing is known).
+    pub fn synced_offset(&self, segment: Index) -> u64 {
+        let synced = self.synced.lock();
+        if synced.0 == segment {
+            synced.1
+        } else {
+            0
+        }
     }
 
     pub fn failure(&self) -> Option<String> {
@@ -128,7 +149,7 @@ struct Inner {
     shared: Arc<Shared>,
     writer: Mutex<Option<JoinHandle<()>>>,
     report: OpenReport,
-    _lock: File,
+    _lock: Box<dyn DirLock>,
 }
 
 impl Drop for Inner {
@@ -150,13 +171,22 @@ impl FileLog {
     /// Open (or create) the log in `dir`: lock it, scan and verify every segment, cut a torn
     /// tail, rebuild the version table, and start the writer.
     pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<FileLog, OpenError> {
+        Self::open_in(std_fs(), dir, config)
+    }
+
+    /// `open` on the given file system (the real one, or a simulated one in tests).
+    pub fn open_in(
+        fs: Arc<dyn Fs>,
+        dir: impl AsRef<Path>,
+        config: LogConfig,
+    ) -> Result<FileLog, OpenError> {
         config.validate().map_err(OpenError::Config)?;
         let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(&dir).map_err(io_at(&dir))?;
-        let lock = lock_dir(&dir)?;
-        remove_temporaries(&dir)?;
+        fs.create_dir_all(&dir).map_err(io_at(&dir))?;
+        let lock = lock_dir(&*fs, &dir)?;
+        remove_temporaries(&*fs, &dir)?;
 
-        let checkpoint = VersionTable::read_checkpoint(&dir).map_err(io_at(&dir))?;
+        let checkpoint = VersionTable::read_checkpoint(&*fs, &dir).map_err(io_at(&dir))?;
         let ckpt_path = dir.join(crate::versions::CHECKPOINT_FILE);
         let (mut versions, as_of) = match checkpoint {
             None => (VersionTable::new(), Index::ZERO),
@@ -169,19 +199,23 @@ impl FileLog {
                 })
             }
         };
+        let hint_path = dir.join(crate::hint::HINT_FILE);
+        let hint = crate::hint::read_hint(&*fs, &dir)
+            .map_err(io_at(&hint_path))?
+            .map_err(|(offset, reason)| OpenError::Corrupt {
+                file: hint_path.clone(),
+                offset,
+                reason,
+            })?;
         let stride = config.sparse_index_stride_records;
-        let scan = scan_dir(&dir, stride, |index, key| {
+        let scan = scan_dir(&*fs, &dir, stride, hint, |index, key| {
             if index > as_of {
                 versions.set(key, index);
             }
         })?;
         let mut segments = Vec::with_capacity(scan.segments.len());
         for s in &scan.segments {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&s.path)
-                .map_err(io_at(&s.path))?;
+            let file = fs.open(&s.path).map_err(io_at(&s.path))?;
             let handle = SegmentHandle::new(s.first, s.path.clone(), file);
             *handle.sparse.lock() = s.sparse.clone();
             segments.push(Arc::new(handle));
@@ -189,16 +223,29 @@ impl FileLog {
         if let Some(torn) = &scan.torn_tail {
             tracing::warn!(file = %torn.file.display(), offset = torn.offset, reason = %torn.reason, "cutting torn log tail");
             let last = segments.last().expect("a torn tail has a segment");
-            let len = last.file.metadata().map_err(io_at(&last.path))?.len();
-            zero_range(&last.file, torn.offset, len).map_err(io_at(&last.path))?;
+            let len = last.file.len().map_err(io_at(&last.path))?;
+            last.file
+                .zero_range(torn.offset, len)
+                .map_err(io_at(&last.path))?;
+        }
+        if let Some(last) = segments.last() {
+            // What recovery kept may still sit only in the page cache (the previous process
+            // died before syncing it): make it durable before serving it as durable, and so
+            // the unsynced window starts from here.
             last.file.sync_all().map_err(io_at(&last.path))?;
         }
         let (first, last) = match (scan.segments.first(), scan.last_index()) {
             (Some(f), last) => (f.first, last),
             (None, _) => {
                 let first = as_of.next();
-                let file =
-                    create_segment(&dir, first, config.segment_bytes).map_err(io_at(&dir))?;
+                let file = create_segment(
+                    &*fs,
+                    &dir,
+                    first,
+                    config.segment_bytes,
+                    config.header_unsynced_window(),
+                )
+                .map_err(io_at(&dir))?;
                 let path = dir.join(segment_file_name(first));
                 segments.push(Arc::new(SegmentHandle::new(first, path, file)));
                 (first, as_of)
@@ -217,10 +264,12 @@ impl FileLog {
             .segments
             .last()
             .map_or(SEGMENT_HEADER_BYTES, |s| s.end_offset);
+        let tail_window = scan.segments.last().map_or(0, |s| s.unsynced_window);
         let tail = Tail {
             segment: segments.last().expect("at least one segment").clone(),
             offset: tail_scan_end,
             next_index: last.next(),
+            window: crate::writer::window_for(config.unsynced_bytes_max, tail_window),
         };
         let report = OpenReport {
             segments: segments.len(),
@@ -229,6 +278,8 @@ impl FileLog {
             torn_tail: scan.torn_tail.clone(),
         };
         let shared = Arc::new(Shared {
+            fs,
+            synced: Mutex::new((tail.segment.first, tail.offset)),
             dir,
             intake: Mutex::new(Intake::default()),
             intake_ready: Condvar::new(),
@@ -252,9 +303,10 @@ impl FileLog {
         let handle = std::thread::Builder::new()
             .name("spindle-log-writer".into())
             .spawn(move || {
-                writer.run();
+                let (shared, tail) = writer.run();
                 // The writer dropped its end of the channel: the syncer finishes and exits.
                 let _ = syncer.join();
+                write_close_hint(&shared, tail);
             })
             .map_err(io_at(&shared.dir))?;
         Ok(FileLog {
@@ -413,35 +465,38 @@ impl FileLog {
     }
 }
 
-fn lock_dir(dir: &Path) -> Result<File, OpenError> {
-    let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io_at(&path))?;
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(file),
-        Err(rustix::io::Errno::WOULDBLOCK) => Err(OpenError::Locked {
-            dir: dir.to_path_buf(),
-        }),
-        Err(e) => Err(OpenError::Io {
-            path,
-            source: e.into(),
-        }),
+/// After a clean close, record how far the last segment is synced (see `hint`). Skipped when
+/// the log failed or does not sync; a stale hint stays true, so a failure here only costs
+/// detection strength and is logged.
+fn write_close_hint(shared: &Shared, tail: (Index, u64)) {
+    if shared.failure().is_some() || shared.config.sync != crate::config::SyncMode::Data {
+        return;
+    }
+    let hint = crate::hint::SyncedHint {
+        segment: tail.0,
+        synced_bytes: tail.1,
+    };
+    if let Err(e) = crate::hint::write_hint(&*shared.fs, &shared.dir, hint) {
+        tracing::warn!(dir = %shared.dir.display(), error = %e, "could not write the synced-length hint");
     }
 }
 
-fn remove_temporaries(dir: &Path) -> Result<(), OpenError> {
-    for entry in std::fs::read_dir(dir).map_err(io_at(dir))? {
-        let entry = entry.map_err(io_at(dir))?;
-        if entry
-            .file_name()
-            .to_str()
-            .is_some_and(|n| n.ends_with(".tmp"))
-        {
-            std::fs::remove_file(entry.path()).map_err(io_at(entry.path()))?;
+fn lock_dir(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn DirLock>, OpenError> {
+    let path = dir.join(LOCK_FILE);
+    match fs.lock(&path) {
+        Ok(lock) => Ok(lock),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(OpenError::Locked {
+            dir: dir.to_path_buf(),
+        }),
+        Err(source) => Err(OpenError::Io { path, source }),
+    }
+}
+
+fn remove_temporaries(fs: &dyn Fs, dir: &Path) -> Result<(), OpenError> {
+    for name in fs.list(dir).map_err(io_at(dir))? {
+        if name.ends_with(".tmp") {
+            let path = dir.join(name);
+            fs.remove(&path).map_err(io_at(&path))?;
         }
     }
     Ok(())

@@ -6,6 +6,7 @@ use serde::Serialize;
 use spindle_core::Index;
 
 use crate::error::OpenError;
+use crate::fs::{Fs, StdFs};
 use crate::recovery::scan_dir;
 use crate::versions::VersionTable;
 
@@ -30,6 +31,8 @@ pub struct InspectReport {
     pub last_index: u64,
     pub items: usize,
     pub checkpoint_as_of: Option<u64>,
+    /// (segment first index, bytes) the last clean close recorded as synced, if any.
+    pub synced_hint: Option<(u64, u64)>,
     /// A torn tail that opening the log would cut: file, offset, discarded records, reason.
     pub torn_tail: Option<TornTailReport>,
 }
@@ -45,7 +48,12 @@ pub struct TornTailReport {
 /// Verify every segment and the version checkpoint in `dir`. Corruption is an error naming
 /// the file and offset; a torn tail is reported, not an error.
 pub fn inspect(dir: &Path) -> Result<InspectReport, OpenError> {
-    if !dir.is_dir() {
+    inspect_in(&StdFs, dir)
+}
+
+/// `inspect` on the given file system.
+pub fn inspect_in(fs: &dyn Fs, dir: &Path) -> Result<InspectReport, OpenError> {
+    if !fs.is_dir(dir) {
         return Err(OpenError::Io {
             path: dir.to_path_buf(),
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
@@ -53,7 +61,7 @@ pub fn inspect(dir: &Path) -> Result<InspectReport, OpenError> {
     }
     let ckpt_path = dir.join(crate::versions::CHECKPOINT_FILE);
     let (mut table, as_of) =
-        match VersionTable::read_checkpoint(dir).map_err(|source| OpenError::Io {
+        match VersionTable::read_checkpoint(fs, dir).map_err(|source| OpenError::Io {
             path: ckpt_path.clone(),
             source,
         })? {
@@ -67,7 +75,7 @@ pub fn inspect(dir: &Path) -> Result<InspectReport, OpenError> {
                 })
             }
         };
-    let segments = crate::segment::list_segments(dir).map_err(|source| OpenError::Io {
+    let segments = crate::segment::list_segments_in(fs, dir).map_err(|source| OpenError::Io {
         path: dir.to_path_buf(),
         source,
     })?;
@@ -80,8 +88,19 @@ pub fn inspect(dir: &Path) -> Result<InspectReport, OpenError> {
             ),
         });
     }
+    let hint_path = dir.join(crate::hint::HINT_FILE);
+    let hint = crate::hint::read_hint(fs, dir)
+        .map_err(|source| OpenError::Io {
+            path: hint_path.clone(),
+            source,
+        })?
+        .map_err(|(offset, reason)| OpenError::Corrupt {
+            file: hint_path,
+            offset,
+            reason,
+        })?;
     let floor = as_of.unwrap_or(Index::ZERO);
-    let scan = scan_dir(dir, u64::MAX, |index, key| {
+    let scan = scan_dir(fs, dir, u64::MAX, hint, |index, key| {
         if index > floor {
             table.set(key, index);
         }
@@ -105,6 +124,7 @@ pub fn inspect(dir: &Path) -> Result<InspectReport, OpenError> {
         last_index: scan.last_index().get(),
         items: table.len(),
         checkpoint_as_of: as_of.map(Index::get),
+        synced_hint: hint.map(|h| (h.segment.get(), h.synced_bytes)),
         torn_tail: scan.torn_tail.map(|t| TornTailReport {
             file: t.file,
             offset: t.offset,

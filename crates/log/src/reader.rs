@@ -5,7 +5,6 @@
 //! durable index, so it never races the writer's unsynced bytes, and it always ends on a
 //! commit record so a caller never holds part of a transaction.
 
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use spindle_core::record::decode_payload;
@@ -135,19 +134,8 @@ fn frame_len(buf: &[u8]) -> Option<usize> {
 }
 
 fn read_at(seg: &SegmentHandle, buf: &mut [u8], offset: u64) -> Result<usize, ReadError> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match seg.file.read_at(&mut buf[filled..], offset + filled as u64) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                return Err(ReadError::Io {
-                    file: seg.path.clone(),
-                    source: Arc::new(e),
-                });
-            }
-        }
-    }
-    Ok(filled)
+    seg.file.read_at(buf, offset).map_err(|e| ReadError::Io {
+        file: seg.path.clone(),
+        source: Arc::new(e),
+    })
 }

@@ -1,19 +1,32 @@
 //! Scanning a log directory: the recovery rule, shared by `FileLog::open` and `inspect`.
 //!
 //! Every retained segment is read and every frame checked. The last segment may end in a torn
-//! tail (an unsynced batch cut by a crash): the scan ends at the last commit record before the
+//! tail (unsynced batches cut by a crash): the scan ends at the last commit record before the
 //! first bad frame, and the caller cuts there. A bad frame in any other segment, a segment
 //! that does not end on a commit, or a gap between segments is corruption, reported with the
 //! file and byte offset and never repaired.
+//!
+//! A torn tail can only be the unsynced end. The writer never has more than the segment's
+//! unsynced window (recorded in its header) written but not synced, and everything past the
+//! written end is zeros. So if an intact frame of a later index sits at least one window past
+//! the first bad frame, the bad frame was synced: that is damage, reported with the file and
+//! offset, and nothing is cut. Intact frames closer than that may be unsynced writes that
+//! reached the disk ahead of earlier ones, and are cut with the tail. When the window is
+//! unknown (0), any intact later frame means damage. A bad frame below the synced length of
+//! the hint a clean close leaves (`hint`) is damage too.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use spindle_core::record::payload_key;
 use spindle_core::{Index, RECORD_BYTES_MAX};
 
 use crate::error::{io_at, OpenError};
-use crate::segment::{decode_header, list_segments, scan_frames, SEGMENT_HEADER_BYTES};
+use crate::fs::Fs;
+use crate::hint::SyncedHint;
+use crate::segment::{
+    decode_header, find_frame_after, header_unsynced_window, list_segments_in, scan_frames,
+    SEGMENT_HEADER_BYTES,
+};
 
 /// What the scan learned about one segment.
 #[derive(Clone, Debug)]
@@ -25,6 +38,8 @@ pub struct SegmentScan {
     /// Byte offset after the last committed record kept.
     pub end_offset: u64,
     pub file_bytes: u64,
+    /// The unsynced window its header declares (0: unknown).
+    pub unsynced_window: u64,
     /// (index, offset) of every `stride`-th record, for positioned reads.
     pub sparse: Vec<(Index, u64)>,
 }
@@ -60,17 +75,19 @@ impl DirScan {
 /// Scan every segment in `dir`. `visit` sees each committed write as (index, encoded key)
 /// in log order, transactions whole.
 pub fn scan_dir(
+    fs: &dyn Fs,
     dir: &Path,
     stride: u64,
+    hint: Option<SyncedHint>,
     mut visit: impl FnMut(Index, &[u8]),
 ) -> Result<DirScan, OpenError> {
-    let listed = list_segments(dir).map_err(io_at(dir))?;
+    let listed = list_segments_in(fs, dir).map_err(io_at(dir))?;
     let mut out = DirScan::default();
     let count = listed.len();
     let mut pending: Vec<(Index, Vec<u8>)> = Vec::new();
     for (i, (first, path)) in listed.into_iter().enumerate() {
         let is_last = i + 1 == count;
-        let buf = fs::read(&path).map_err(io_at(&path))?;
+        let buf = fs.read(&path).map_err(io_at(&path))?;
         let corrupt = |offset: u64, reason: String| OpenError::Corrupt {
             file: path.clone(),
             offset,
@@ -121,6 +138,25 @@ pub fn scan_dir(
                 let at = end.fault.map_or(end.commit_end_offset, |(at, _)| at);
                 return Err(corrupt(at, format!("sealed segment damaged: {reason}")));
             }
+            let synced = hint
+                .filter(|h| h.segment == first)
+                .map_or(0, |h| h.synced_bytes);
+            let at = end.fault.map_or(end.commit_end_offset, |(at, _)| at);
+            if at < synced {
+                return Err(corrupt(
+                    at,
+                    format!(
+                        "{reason}, below the {synced} bytes the last clean close synced, so \
+                         synced data is damaged (not a torn tail); nothing was cut"
+                    ),
+                ));
+            }
+            if let Some((at, _)) = end.fault {
+                let window = header_unsynced_window(&buf);
+                if let Some(damage) = damage_before_intact_frame(&buf, at, end.next_index, window) {
+                    return Err(corrupt(at, format!("{reason}; {damage}")));
+                }
+            }
             out.torn_tail = Some(TornTail {
                 file: path.clone(),
                 offset: end.commit_end_offset,
@@ -135,8 +171,25 @@ pub fn scan_dir(
             next_index: end.commit_next_index,
             end_offset: end.commit_end_offset.max(SEGMENT_HEADER_BYTES),
             file_bytes: buf.len() as u64,
+            unsynced_window: header_unsynced_window(&buf),
             sparse,
         });
     }
     Ok(out)
+}
+
+/// After the first bad frame at `at` (where index `expected` belonged) in the last segment:
+/// why it must be damage rather than a torn tail, if an intact later frame proves it synced.
+fn damage_before_intact_frame(buf: &[u8], at: u64, expected: Index, window: u64) -> Option<String> {
+    let beyond = if window == 0 { at + 1 } else { at + window };
+    let (found_at, found) = find_frame_after(buf, beyond, expected, RECORD_BYTES_MAX)?;
+    let why = if window == 0 {
+        "and the segment does not record how much of it could be unsynced".to_owned()
+    } else {
+        format!("{window} bytes or more past it, beyond what can be unsynced")
+    };
+    Some(format!(
+        "an intact frame with index {found} follows at offset {found_at}, {why}, so synced \
+         data is damaged (not a torn tail); nothing was cut"
+    ))
 }

@@ -6,7 +6,10 @@
 //! ```text
 //! 0   8  magic  "SPNDLLOG"
 //! 8   4  format version u32 LE (1)
-//! 12  4  reserved, zero
+//! 12  4  unsynced window u32 LE: the writer never has more than this many bytes of the
+//!          segment written but not synced (0: unknown, for segments written before it
+//!          was recorded or without syncing). Recovery uses it to tell a torn tail from
+//!          damage (see `recovery`).
 //! 16  8  first index u64 LE
 //! 24  4  CRC32C of bytes [0..24]
 //! 28  4  reserved, zero
@@ -16,14 +19,15 @@
 //! A segment appears under its final name only once its header is synced (created as
 //! `.tmp`, synced, renamed, directory synced), so a named segment always has a valid header.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use spindle_core::record::RecordFlags;
 use spindle_core::Index;
 
-use crate::frame::{decode_frame, FrameFault};
+use crate::frame::{decode_frame, frame_crc, FrameFault, FRAME_HEADER_BYTES};
+use crate::fs::{Fs, FsFile, StdFs};
 
 pub const SEGMENT_HEADER_BYTES: u64 = 32;
 const MAGIC: &[u8; 8] = b"SPNDLLOG";
@@ -44,24 +48,28 @@ pub fn parse_segment_name(name: &str) -> Option<Index> {
     digits.parse().ok().map(Index::new)
 }
 
-/// List the segments in `dir`, sorted by first index.
+/// List the segments in `dir` on the real file system, sorted by first index.
 pub fn list_segments(dir: &Path) -> io::Result<Vec<(Index, PathBuf)>> {
+    list_segments_in(&StdFs, dir)
+}
+
+/// List the segments in `dir`, sorted by first index.
+pub fn list_segments_in(fs: &dyn Fs, dir: &Path) -> io::Result<Vec<(Index, PathBuf)>> {
     let mut out = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if let Some(first) = name.to_str().and_then(parse_segment_name) {
-            out.push((first, entry.path()));
+    for name in fs.list(dir)? {
+        if let Some(first) = parse_segment_name(&name) {
+            out.push((first, dir.join(name)));
         }
     }
     out.sort();
     Ok(out)
 }
 
-fn encode_header(first: Index) -> [u8; SEGMENT_HEADER_BYTES as usize] {
+fn encode_header(first: Index, unsynced_window_bytes: u32) -> [u8; SEGMENT_HEADER_BYTES as usize] {
     let mut h = [0u8; SEGMENT_HEADER_BYTES as usize];
     h[0..8].copy_from_slice(MAGIC);
     h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&unsynced_window_bytes.to_le_bytes());
     h[16..24].copy_from_slice(&first.get().to_le_bytes());
     let crc = crc32c::crc32c(&h[0..24]);
     h[24..28].copy_from_slice(&crc.to_le_bytes());
@@ -87,63 +95,41 @@ pub fn decode_header(h: &[u8]) -> Result<Index, String> {
     if version != FORMAT_VERSION {
         return Err(format!("unknown segment format version {version}"));
     }
+    if h[28..32] != [0; 4] {
+        return Err("reserved header bytes 28..32 are not zero".to_owned());
+    }
     Ok(Index::new(u64::from_le_bytes(
         h[16..24].try_into().expect("8 bytes"),
     )))
 }
 
-/// Sync a directory so that creations, renames and deletions in it are durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+/// The unsynced window a header declares (0: unknown). Call after `decode_header` accepted it.
+pub fn header_unsynced_window(h: &[u8]) -> u64 {
+    u64::from(u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")))
 }
 
-/// Create a preallocated segment starting at `first`, durable under its final name.
-pub fn create_segment(dir: &Path, first: Index, segment_bytes: u64) -> io::Result<File> {
+/// Create a preallocated segment starting at `first`, durable under its final name: written
+/// as `.tmp`, synced, renamed, and the directory synced (the segment's name is durable
+/// before any record in it is acknowledged).
+pub fn create_segment(
+    fs: &dyn Fs,
+    dir: &Path,
+    first: Index,
+    segment_bytes: u64,
+    unsynced_window_bytes: u32,
+) -> io::Result<Arc<dyn FsFile>> {
     let name = segment_file_name(first);
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(&name);
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
-    file.write_all(&encode_header(first))?;
-    preallocate(&file, segment_bytes)?;
+    let file = fs.create(&tmp)?;
+    file.write_all_at(&encode_header(first, unsynced_window_bytes), 0)?;
+    // Reserve the space so appends do not change the size (and fdatasync need not write
+    // size metadata).
+    file.allocate(segment_bytes)?;
     file.sync_all()?;
-    fs::rename(&tmp, &path)?;
-    sync_dir(dir)?;
+    fs.rename(&tmp, &path)?;
+    fs.sync_dir(dir)?;
     Ok(file)
-}
-
-/// Reserve `bytes` for the file so appends do not change its size (and fdatasync need not
-/// write size metadata). Falls back to extending the file where fallocate is unsupported.
-fn preallocate(file: &File, bytes: u64) -> io::Result<()> {
-    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, bytes) {
-        Ok(()) => Ok(()),
-        Err(rustix::io::Errno::OPNOTSUPP) => file.set_len(bytes),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Overwrite `[from, to)` with zeros, so stale frames past a cut can never be read again.
-pub fn zero_range(file: &File, from: u64, to: u64) -> io::Result<()> {
-    if from >= to {
-        return Ok(());
-    }
-    let flags = rustix::fs::FallocateFlags::ZERO_RANGE | rustix::fs::FallocateFlags::KEEP_SIZE;
-    if rustix::fs::fallocate(file, flags, from, to - from).is_ok() {
-        return Ok(());
-    }
-    use std::os::unix::fs::FileExt;
-    let zeros = vec![0u8; 1 << 20];
-    let mut at = from;
-    while at < to {
-        let n = (to - at).min(zeros.len() as u64) as usize;
-        file.write_all_at(&zeros[..n], at)?;
-        at += n as u64;
-    }
-    Ok(())
 }
 
 /// Where a scan of a segment's frames stopped.
@@ -201,6 +187,39 @@ pub fn scan_frames(
     Ok(end)
 }
 
+/// The first intact frame at or after byte `from` of a segment image whose index is at least
+/// `min_index`: a length within the record limit, an index that could follow, and a matching
+/// checksum. Used after a bad frame to tell damage (intact frames follow) from a torn tail.
+pub fn find_frame_after(
+    buf: &[u8],
+    from: u64,
+    min_index: Index,
+    payload_max: usize,
+) -> Option<(u64, Index)> {
+    let start = from as usize;
+    // Each frame is at least one header and one payload byte, which bounds the index.
+    let max_index = min_index
+        .get()
+        .saturating_add((buf.len().saturating_sub(start) / (FRAME_HEADER_BYTES + 1)) as u64);
+    let last = buf.len().checked_sub(FRAME_HEADER_BYTES + 1)?;
+    for at in start..=last {
+        let h = &buf[at..at + FRAME_HEADER_BYTES];
+        let len = u32::from_le_bytes(h[4..8].try_into().expect("4 bytes")) as usize;
+        if len == 0 || len > payload_max || at + FRAME_HEADER_BYTES + len > buf.len() {
+            continue;
+        }
+        let index = u64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
+        if index < min_index.get() || index > max_index {
+            continue;
+        }
+        let crc = u32::from_le_bytes(h[0..4].try_into().expect("4 bytes"));
+        if frame_crc(&buf[at + 4..at + FRAME_HEADER_BYTES + len]) == crc {
+            return Some((at as u64, Index::new(index)));
+        }
+    }
+    None
+}
+
 fn is_zero(bytes: &[u8]) -> bool {
     bytes.iter().all(|&b| b == 0)
 }
@@ -221,9 +240,10 @@ mod tests {
 
     #[test]
     fn headers_round_trip_and_reject_damage() {
-        let h = encode_header(Index::new(77));
+        let h = encode_header(Index::new(77), 4096);
         assert_eq!(decode_header(&h), Ok(Index::new(77)));
-        for i in 0..28 {
+        assert_eq!(header_unsynced_window(&h), 4096);
+        for i in 0..32 {
             let mut bad = h;
             bad[i] ^= 1;
             assert!(decode_header(&bad).is_err(), "flip at {i}");

@@ -30,6 +30,8 @@ pub(crate) struct SyncJob {
     pub segment: Arc<SegmentHandle>,
     /// The batch's last commit index, `ZERO` if it committed nothing (all conflicts).
     pub last_commit: Index,
+    /// Where the written bytes end in `segment`.
+    pub end_offset: u64,
     pub replies: Replies,
 }
 
@@ -84,6 +86,9 @@ fn complete(shared: &Shared, jobs: Vec<SyncJob>) {
         .fetch_add(jobs.len() as u64, Ordering::Relaxed);
     let failure = shared.failure();
     if failure.is_none() {
+        if let Some(job) = jobs.last() {
+            shared.note_synced(job.segment.first, job.end_offset);
+        }
         let durable = jobs
             .iter()
             .map(|j| j.last_commit)

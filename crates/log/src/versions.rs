@@ -15,13 +15,12 @@
 //! ```
 
 use std::collections::HashMap;
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 
 use spindle_core::Index;
 
-use crate::segment::sync_dir;
+use crate::fs::Fs;
 
 pub const CHECKPOINT_FILE: &str = "versions.ckpt";
 const MAGIC: &[u8; 8] = b"SPNDLVER";
@@ -63,7 +62,7 @@ impl VersionTable {
     }
 
     /// Write a checkpoint of the table as of `as_of` into `dir`, durably.
-    pub fn write_checkpoint(&self, dir: &Path, as_of: Index) -> io::Result<()> {
+    pub fn write_checkpoint(&self, fs: &dyn Fs, dir: &Path, as_of: Index) -> io::Result<()> {
         let mut buf = Vec::with_capacity(32 + self.map.len() * 32);
         buf.extend_from_slice(MAGIC);
         buf.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -79,19 +78,20 @@ impl VersionTable {
         let crc = crc32c::crc32c(&buf);
         buf.extend_from_slice(&crc.to_le_bytes());
         let tmp = dir.join(format!("{CHECKPOINT_FILE}.tmp"));
-        let mut f = File::create(&tmp)?;
-        f.write_all(&buf)?;
+        let f = fs.create(&tmp)?;
+        f.write_all_at(&buf, 0)?;
         f.sync_all()?;
-        fs::rename(&tmp, dir.join(CHECKPOINT_FILE))?;
-        sync_dir(dir)
+        fs.rename(&tmp, &dir.join(CHECKPOINT_FILE))?;
+        fs.sync_dir(dir)
     }
 
     /// Load the checkpoint in `dir`: `Ok(None)` if there is none, an error string if it is
     /// damaged.
     pub fn read_checkpoint(
+        fs: &dyn Fs,
         dir: &Path,
     ) -> io::Result<Option<Result<(VersionTable, Index), String>>> {
-        let buf = match fs::read(dir.join(CHECKPOINT_FILE)) {
+        let buf = match fs.read(&dir.join(CHECKPOINT_FILE)) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
@@ -143,6 +143,7 @@ fn decode_checkpoint(buf: &[u8]) -> Result<(VersionTable, Index), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::StdFs;
 
     #[test]
     fn checkpoint_round_trip_and_damage() {
@@ -151,8 +152,9 @@ mod tests {
         t.set(b"\0\x01\0a", Index::new(5));
         t.set(b"\0\x01\0b", Index::new(9));
         t.set(b"\0\x01\0a", Index::new(11));
-        t.write_checkpoint(dir.path(), Index::new(12)).unwrap();
-        let (back, as_of) = VersionTable::read_checkpoint(dir.path())
+        t.write_checkpoint(&StdFs, dir.path(), Index::new(12))
+            .unwrap();
+        let (back, as_of) = VersionTable::read_checkpoint(&StdFs, dir.path())
             .unwrap()
             .unwrap()
             .unwrap();
@@ -162,10 +164,10 @@ mod tests {
         assert_eq!(back.get(b"\0\x01\0c"), Index::ZERO);
 
         let path = dir.path().join(CHECKPOINT_FILE);
-        let mut bytes = fs::read(&path).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
         bytes[40] ^= 0xff;
-        fs::write(&path, &bytes).unwrap();
-        assert!(VersionTable::read_checkpoint(dir.path())
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(VersionTable::read_checkpoint(&StdFs, dir.path())
             .unwrap()
             .unwrap()
             .is_err());

@@ -9,7 +9,6 @@
 //!
 //! A failed write or sync is sticky: every later append fails until the log is reopened.
 
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
@@ -21,7 +20,7 @@ use crate::error::{AppendError, FailedCondition, TruncateError};
 use crate::file_log::{SegmentHandle, Shared};
 use crate::frame::seal_frame;
 use crate::intake::{Command, Pending, Prepared};
-use crate::segment::{create_segment, sync_dir, SEGMENT_HEADER_BYTES};
+use crate::segment::{create_segment, SEGMENT_HEADER_BYTES};
 use crate::syncer::{self, Replies, SyncJob, SyncMsg};
 use crate::versions::VersionTable;
 
@@ -30,6 +29,8 @@ pub(crate) struct Tail {
     pub segment: Arc<SegmentHandle>,
     pub offset: u64,
     pub next_index: Index,
+    /// The unsynced window this segment's header promises recovery.
+    pub window: u64,
 }
 
 /// Where a transaction of `len` bytes goes (pure policy).
@@ -60,6 +61,9 @@ pub(crate) struct Writer {
     sync_tx: Option<SyncSender<SyncMsg>>,
     /// Records appended to the tail segment since its last sparse-index entry.
     since_sparse: u64,
+    /// An offset of the tail segment known to be synced: the writer keeps what it has
+    /// written past it within `unsynced_bytes_max`.
+    synced_floor: u64,
 }
 
 impl Writer {
@@ -71,6 +75,7 @@ impl Writer {
     ) -> Self {
         Writer {
             shared,
+            synced_floor: tail.offset,
             tail,
             versions,
             buf: Vec::new(),
@@ -81,7 +86,8 @@ impl Writer {
     }
 
     /// Run until the log is closed and the intake drained; then let the syncer finish.
-    pub fn run(mut self) {
+    /// Returns the shared state and where the tail ended (segment, offset).
+    pub fn run(mut self) -> (Arc<Shared>, (Index, u64)) {
         loop {
             let (batch, commands, closed) = self.take();
             if !batch.is_empty() {
@@ -92,7 +98,10 @@ impl Writer {
             }
             if closed {
                 self.sync_tx = None;
-                return;
+                return (
+                    self.shared.clone(),
+                    (self.tail.segment.first, self.tail.offset),
+                );
             }
         }
     }
@@ -165,6 +174,7 @@ impl Writer {
         // outcome of this batch into `Failed`.
         let job = SyncJob {
             segment: self.tail.segment.clone(),
+            end_offset: self.tail.offset,
             last_commit,
             replies: std::mem::take(&mut self.replies),
         };
@@ -209,25 +219,60 @@ impl Writer {
             self.seal_and_roll()?;
         }
         let stride = self.shared.config.sparse_index_stride_records;
-        let base = self.tail.offset + self.buf.len() as u64 - span.frames.start as u64;
         let mut index = self.tail.next_index;
         for r in &p.records[span.records.clone()] {
-            let frame = &mut p.frames[r.frame_start as usize..r.frame_end as usize];
-            seal_frame(frame, index);
+            let frame_range = r.frame_start as usize..r.frame_end as usize;
+            seal_frame(&mut p.frames[frame_range.clone()], index);
+            self.make_room(frame_range.len() as u64)?;
             self.versions
                 .set(&p.frames[r.key_start as usize..r.key_end as usize], index);
             if self.since_sparse >= stride {
-                let offset = base + u64::from(r.frame_start);
+                let offset = self.tail.offset + self.buf.len() as u64;
                 self.tail.segment.sparse.lock().push((index, offset));
                 self.since_sparse = 0;
             }
             self.since_sparse += 1;
+            let len = frame_range.len() as u64;
+            self.buf.extend_from_slice(&p.frames[frame_range]);
+            if len > self.tail.window {
+                self.sync_here()?;
+            }
             index = index.next();
         }
-        self.buf.extend_from_slice(&p.frames[span.frames]);
         let commit = index.prev();
         self.tail.next_index = index;
         Ok(Staged::Appended(commit))
+    }
+
+    /// Keep the bytes written but not synced within `unsynced_bytes_max` once a frame of
+    /// `len` bytes is added: if the syncer has not synced far enough, write what is staged
+    /// and sync here (at a frame boundary; a transaction cut there is a torn tail).
+    fn make_room(&mut self, len: u64) -> Result<(), String> {
+        if self.shared.config.sync != SyncMode::Data {
+            return Ok(());
+        }
+        let window = self.tail.window;
+        let end = self.tail.offset + self.buf.len() as u64 + len;
+        if end <= self.synced_floor + window {
+            return Ok(());
+        }
+        let synced = self.shared.synced_offset(self.tail.segment.first);
+        self.synced_floor = self.synced_floor.max(synced);
+        if end <= self.synced_floor + window {
+            return Ok(());
+        }
+        self.sync_here()
+    }
+
+    /// Write what is staged and sync it on the writer thread.
+    fn sync_here(&mut self) -> Result<(), String> {
+        if self.shared.config.sync != SyncMode::Data {
+            return Ok(());
+        }
+        self.write_out()?;
+        syncer::sync(&self.shared, &self.tail.segment)?;
+        self.synced_floor = self.tail.offset;
+        Ok(())
     }
 
     /// Write the buffer at the tail (into the page cache; the syncer makes it durable).
@@ -254,8 +299,15 @@ impl Writer {
         }
         let dir = &self.shared.dir;
         let first = self.tail.next_index;
-        let file = create_segment(dir, first, self.shared.config.segment_bytes)
-            .map_err(|e| format!("create segment at {first} in {}: {e}", dir.display()))?;
+        let config = &self.shared.config;
+        let file = create_segment(
+            &*self.shared.fs,
+            dir,
+            first,
+            config.segment_bytes,
+            config.header_unsynced_window(),
+        )
+        .map_err(|e| format!("create segment at {first} in {}: {e}", dir.display()))?;
         let path = dir.join(crate::segment::segment_file_name(first));
         let segment = Arc::new(SegmentHandle::new(first, path, file));
         self.shared.segments.write().push(segment.clone());
@@ -263,8 +315,10 @@ impl Writer {
             segment,
             offset: SEGMENT_HEADER_BYTES,
             next_index: first,
+            window: config.unsynced_bytes_max,
         };
         self.since_sparse = u64::MAX / 2;
+        self.synced_floor = SEGMENT_HEADER_BYTES;
         Ok(())
     }
 
@@ -295,7 +349,8 @@ impl Writer {
         }
         let dir = &self.shared.dir;
         let durable = self.shared.durable_index();
-        if let Err(e) = self.versions.write_checkpoint(dir, durable) {
+        let fs = &*self.shared.fs;
+        if let Err(e) = self.versions.write_checkpoint(fs, dir, durable) {
             let cause = format!("write version checkpoint in {}: {e}", dir.display());
             self.shared.fail(cause.clone());
             return Err(TruncateError::Failed { cause });
@@ -310,18 +365,28 @@ impl Writer {
                     .first
                     .store(segs[0].first.get(), Ordering::Release);
             }
-            if let Err(e) = std::fs::remove_file(&seg.path) {
+            if let Err(e) = fs.remove(&seg.path) {
                 let cause = format!("delete {}: {e}", seg.path.display());
                 self.shared.fail(cause.clone());
                 return Err(TruncateError::Failed { cause });
             }
         }
-        if let Err(e) = sync_dir(dir) {
+        if let Err(e) = fs.sync_dir(dir) {
             let cause = format!("sync {}: {e}", dir.display());
             self.shared.fail(cause.clone());
             return Err(TruncateError::Failed { cause });
         }
         Ok(self.shared.first_index())
+    }
+}
+
+/// The window the writer keeps for a segment whose header declares `declared` (0: unknown,
+/// so keep the configured one), under a configured window of `configured` (pure policy).
+pub(crate) fn window_for(configured: u64, declared: u64) -> u64 {
+    if declared == 0 {
+        configured
+    } else {
+        declared.min(configured)
     }
 }
 

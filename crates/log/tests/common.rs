@@ -28,3 +28,9 @@ pub fn put(id: &str, n: u64) -> Transaction {
 pub fn open(dir: &std::path::Path, config: LogConfig) -> FileLog {
     FileLog::open(dir, config).unwrap()
 }
+
+/// Make a cleanly closed log look like one whose process died: remove the synced-length
+/// hint a clean close leaves, so damage past the last sync can be a torn tail again.
+pub fn forget_clean_close(dir: &std::path::Path) {
+    std::fs::remove_file(dir.join(spindle_log::hint::HINT_FILE)).unwrap();
+}

@@ -1,5 +1,6 @@
-//! Fault injection (feature `failpoints`): a failed fdatasync is sticky until reopen, and a
-//! stalled writer makes appenders wait once the intake holds `intake_bytes_max` bytes.
+//! Fault injection (feature `failpoints`): a failed write or fdatasync (EIO) is sticky until
+//! reopen, the log stays readable meanwhile, nothing acknowledged is lost across the reopen,
+//! and a stalled writer makes appenders wait once the intake holds `intake_bytes_max` bytes.
 
 #![cfg(feature = "failpoints")]
 
@@ -18,6 +19,9 @@ use spindle_log::{AppendError, Index, LogConfig};
 fn failpoint_scenarios() {
     let scenario = fail::FailScenario::setup();
     a_failed_sync_is_sticky_until_reopen();
+    for point in ["log::write", "log::sync"] {
+        a_failure_loses_nothing_acknowledged(point);
+    }
     a_stalled_writer_stops_appenders_at_the_intake_bound();
     scenario.teardown();
 }
@@ -50,6 +54,40 @@ fn a_failed_sync_is_sticky_until_reopen() {
         next == Index::new(2) || next == Index::new(3),
         "unknown-outcome batch at most once"
     );
+}
+
+fn a_failure_loses_nothing_acknowledged(point: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small_segments());
+    let acked: Vec<Index> = (0..100)
+        .map(|i| log.append_blocking(&put(&format!("k{i}"), i)).unwrap())
+        .collect();
+    fail::cfg(point, "return").unwrap();
+    let err = log.append_blocking(&put("lost", 0)).unwrap_err();
+    fail::remove(point);
+    assert!(
+        matches!(&err, AppendError::Failed { cause } if cause.contains("injected")),
+        "{point}: {err}"
+    );
+    assert!(matches!(
+        log.append_blocking(&put("after", 0)),
+        Err(AppendError::Failed { .. })
+    ));
+    // Readable while failed.
+    let before = log.read(Index::FIRST, usize::MAX).unwrap();
+    assert_eq!(before.len(), 100, "{point}");
+    drop(log);
+    let log = open(dir.path(), small_segments());
+    let after = log.read(Index::FIRST, usize::MAX).unwrap();
+    assert!(after.len() >= 100 && after.len() <= 101, "{point}");
+    assert_eq!(
+        after[..100],
+        before[..],
+        "{point}: acknowledged records changed"
+    );
+    assert_eq!(acked.last().copied(), Some(Index::new(100)));
+    let next = log.append_blocking(&put("again", 1)).unwrap();
+    assert_eq!(next.get(), after.len() as u64 + 1, "{point}");
 }
 
 fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {

@@ -38,7 +38,7 @@ pub enum NodeError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("opening the log: {0}")]
+    #[error("opening the log: {0}. The log was left as found: run `spindle inspect <data_dir>/log` to see what is wrong; if it reports corruption, restore the log from a replica or a backup (Spindle never cuts or repairs acknowledged data by itself)")]
     Log(#[from] spindle_log::OpenError),
     #[error("opening Disk View {}: {source}", dir.display())]
     View {

@@ -1,0 +1,205 @@
+//! The file-system seam: the few calls the log makes on files and directories, as a trait,
+//! so tests can run the real log over a simulated disk that loses power (`sim_fs`).
+//!
+//! `StdFs` is the default and makes exactly the calls the log made before the seam existed.
+//! Semantics the log relies on, which every implementation must keep:
+//! - a write is durable only after `sync_data`/`sync_all` of its file returns;
+//! - a creation, rename or removal is durable only after `sync_dir` of its directory;
+//! - `allocate` extends a file with zeros (reads past the written data return zeros).
+
+use std::fmt::Debug;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// An open file: positioned reads and writes, syncs, size.
+pub trait FsFile: Send + Sync + Debug {
+    /// Read up to `buf.len()` bytes at `offset`; fewer only at the end of the file.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// fdatasync: the file's data (and the size needed to read it) is durable.
+    fn sync_data(&self) -> io::Result<()>;
+    /// fsync: data and metadata.
+    fn sync_all(&self) -> io::Result<()>;
+    fn len(&self) -> io::Result<u64>;
+    /// Make the file at least `len` bytes, the new bytes zero (preallocation).
+    fn allocate(&self, len: u64) -> io::Result<()>;
+    /// Overwrite `[from, to)` with zeros without changing the size.
+    fn zero_range(&self, from: u64, to: u64) -> io::Result<()>;
+}
+
+/// A held directory lock; released when dropped.
+pub trait DirLock: Send + Sync + Debug {}
+
+/// Files and directories.
+pub trait Fs: Send + Sync + Debug {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Take the exclusive lock file `path`; `ErrorKind::WouldBlock` if another holds it.
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn DirLock>>;
+    /// Names of the entries in `dir`.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Open an existing file for reading and writing.
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>>;
+    /// Create (or truncate) a file for reading and writing.
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn FsFile>>;
+    /// The whole contents of a file.
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Make creations, renames and removals in `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    fn is_dir(&self, dir: &Path) -> bool;
+}
+
+/// The real file system (`std::fs` and a few Linux calls).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StdFs;
+
+/// The default file system, shared.
+pub fn std_fs() -> Arc<dyn Fs> {
+    Arc::new(StdFs)
+}
+
+#[derive(Debug)]
+struct StdFile {
+    file: File,
+}
+
+#[derive(Debug)]
+struct StdLock {
+    _file: File,
+}
+
+impl DirLock for StdLock {}
+
+impl FsFile for StdFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut filled = 0;
+        while filled < buf.len() {
+            match self
+                .file
+                .read_at(&mut buf[filled..], offset + filled as u64)
+            {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(filled)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.file.sync_all()
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    /// fallocate, falling back to extending the file where it is unsupported.
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), 0, len) {
+            Ok(()) => Ok(()),
+            Err(rustix::io::Errno::OPNOTSUPP) => {
+                if self.len()? < len {
+                    self.file.set_len(len)?;
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn zero_range(&self, from: u64, to: u64) -> io::Result<()> {
+        if from >= to {
+            return Ok(());
+        }
+        let flags = rustix::fs::FallocateFlags::ZERO_RANGE | rustix::fs::FallocateFlags::KEEP_SIZE;
+        if rustix::fs::fallocate(&self.file, flags, from, to - from).is_ok() {
+            return Ok(());
+        }
+        let zeros = vec![0u8; 1 << 20];
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(zeros.len() as u64) as usize;
+            self.file.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        Ok(())
+    }
+}
+
+impl Fs for StdFs {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir)
+    }
+
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn DirLock>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Box::new(StdLock { _file: file })),
+            Err(rustix::io::Errno::WOULDBLOCK) => Err(io::ErrorKind::WouldBlock.into()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            if let Some(name) = entry?.file_name().to_str() {
+                out.push(name.to_owned());
+            }
+        }
+        Ok(out)
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        Ok(Arc::new(StdFile { file }))
+    }
+
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(Arc::new(StdFile { file }))
+    }
+
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        fs::read(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn is_dir(&self, dir: &Path) -> bool {
+        dir.is_dir()
+    }
+}
