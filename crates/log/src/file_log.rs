@@ -170,9 +170,9 @@ impl FileLog {
             }
         };
         let stride = config.sparse_index_stride_records;
-        let scan = scan_dir(&dir, stride, |index, key| {
+        let scan = scan_dir(&dir, stride, |index, key, deleted| {
             if index > as_of {
-                versions.set(key, index);
+                versions.set(key, index, deleted);
             }
         })?;
         let mut segments = Vec::with_capacity(scan.segments.len());

@@ -81,9 +81,9 @@ pub fn inspect(dir: &Path) -> Result<InspectReport, OpenError> {
         });
     }
     let floor = as_of.unwrap_or(Index::ZERO);
-    let scan = scan_dir(dir, u64::MAX, |index, key| {
+    let scan = scan_dir(dir, u64::MAX, |index, key, deleted| {
         if index > floor {
-            table.set(key, index);
+            table.set(key, index, deleted);
         }
     })?;
     let segments = scan

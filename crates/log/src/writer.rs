@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
-use spindle_core::Index;
+use spindle_core::{Index, RecordFlags};
 
 use crate::config::SyncMode;
 use crate::error::{AppendError, FailedCondition, TruncateError};
@@ -191,12 +191,11 @@ impl Writer {
         let span = p.txns[t].clone();
         let mut failed = Vec::new();
         for c in &p.conditions[span.conditions.clone()] {
-            let actual = self.versions.get(&c.key_bytes);
-            if actual != c.expected {
+            if !self.versions.holds(&c.key_bytes, c.expected) {
                 failed.push(FailedCondition {
                     key: c.key.clone(),
                     expected: c.expected,
-                    actual,
+                    actual: self.versions.get(&c.key_bytes),
                 });
             }
         }
@@ -214,8 +213,13 @@ impl Writer {
         for r in &p.records[span.records.clone()] {
             let frame = &mut p.frames[r.frame_start as usize..r.frame_end as usize];
             seal_frame(frame, index);
-            self.versions
-                .set(&p.frames[r.key_start as usize..r.key_end as usize], index);
+            // The payload's flags byte sits just before its key.
+            let deleted = p.frames[r.key_start as usize - 1] & RecordFlags::TOMBSTONE != 0;
+            self.versions.set(
+                &p.frames[r.key_start as usize..r.key_end as usize],
+                index,
+                deleted,
+            );
             if self.since_sparse >= stride {
                 let offset = base + u64::from(r.frame_start);
                 self.tail.segment.sparse.lock().push((index, offset));
