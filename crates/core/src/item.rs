@@ -293,7 +293,10 @@ mod tests {
             r#"{"kind":"vertex","id":"a"}"#,
             r#"{"id":"a"}"#,
         ] {
-            assert!(serde_json::from_str::<ItemKey>(bad).is_err(), "{bad} was accepted");
+            assert!(
+                serde_json::from_str::<ItemKey>(bad).is_err(),
+                "{bad} was accepted"
+            );
         }
         let text = serde_json::to_string(&edge).unwrap();
         assert_eq!(serde_json::from_str::<ItemKey>(&text).unwrap(), edge);

@@ -263,7 +263,10 @@ mod condition_tests {
         let crc = crc32c::crc32c(&buf[..n]);
         buf[n..].copy_from_slice(&crc.to_le_bytes());
         fs::write(dir.path().join(CHECKPOINT_FILE), &buf).unwrap();
-        let err = VersionTable::read_checkpoint(dir.path()).unwrap().unwrap().unwrap_err();
+        let err = VersionTable::read_checkpoint(dir.path())
+            .unwrap()
+            .unwrap()
+            .unwrap_err();
         assert!(err.contains("format version 3"), "{err}");
     }
 }

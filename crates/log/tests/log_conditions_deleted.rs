@@ -37,7 +37,10 @@ fn setup(log: &FileLog) -> (Index, Index) {
 /// Check the semantics against a log where `setup` ran; leaves the log as it was.
 fn check(log: &FileLog, deleted_at: Index, live_at: Index) {
     let before = log.durable_index();
-    assert_eq!(conflict(log, &create("live", 3)), vec![(Index::ZERO, live_at)]);
+    assert_eq!(
+        conflict(log, &create("live", 3)),
+        vec![(Index::ZERO, live_at)]
+    );
     let stale = put("gone", 4).condition(node("gone"), Index::new(1));
     assert_eq!(conflict(log, &stale), vec![(Index::new(1), deleted_at)]);
     assert_eq!(log.durable_index(), before, "a conflict wrote");
@@ -60,7 +63,10 @@ fn a_deleted_item_can_be_created_again_under_version_zero() {
     let (deleted_at, live_at) = setup(&log);
     check(&log, deleted_at, live_at);
     let recreated = log.append_blocking(&create("gone", 6)).unwrap();
-    assert_eq!(conflict(&log, &create("gone", 7)), vec![(Index::ZERO, recreated)]);
+    assert_eq!(
+        conflict(&log, &create("gone", 7)),
+        vec![(Index::ZERO, recreated)]
+    );
 }
 
 #[test]
@@ -86,10 +92,15 @@ fn deletes_are_remembered_across_truncation_and_its_checkpoint() {
         // Push the setup records into deleted segments, so only the checkpoint knows them.
         let mut last = Index::ZERO;
         for i in 0..200u64 {
-            last = log.append_blocking(&put(&format!("k{}", i % 10), i)).unwrap();
+            last = log
+                .append_blocking(&put(&format!("k{}", i % 10), i))
+                .unwrap();
         }
         let first = futures::executor::block_on(log.truncate_prefix(last)).unwrap();
-        assert!(first > ids.1, "the setup records were not truncated (first = {first})");
+        assert!(
+            first > ids.1,
+            "the setup records were not truncated (first = {first})"
+        );
         log.close();
         ids
     };

@@ -140,9 +140,10 @@ async fn count_refusals(State(node): State<Arc<Node>>, req: Request, next: Next)
         response.status(),
         StatusCode::REQUEST_TIMEOUT | StatusCode::PAYLOAD_TOO_LARGE
     ) {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
     }
     if matches!(
         response.status(),
@@ -373,9 +374,7 @@ fn read_params(
             ItemKey::node(id.clone())
         })
     };
-    p.key = key
-        .transpose()
-        .map_err(|e| ApiError::bad(e.to_string()))?;
+    p.key = key.transpose().map_err(|e| ApiError::bad(e.to_string()))?;
     Ok(p)
 }
 
@@ -432,9 +431,8 @@ fn version_out<'a>(key: &'a ItemKey, v: &'a Version) -> ApiResult<VersionOut<'a>
 
 /// Serialise an answer that embeds raw values.
 fn json_answer(answer: &impl Serialize) -> ApiResult<Response> {
-    let body = serde_json::to_vec(answer).map_err(|e| {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-    })?;
+    let body = serde_json::to_vec(answer)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
@@ -561,7 +559,11 @@ fn edge_cursor(label: &str, to: &str) -> String {
 }
 
 fn parse_edge_cursor(cursor: &str) -> ApiResult<(String, String)> {
-    let bad = || ApiError::bad(format!("after {cursor:?} is not a cursor this endpoint gave"));
+    let bad = || {
+        ApiError::bad(format!(
+            "after {cursor:?} is not a cursor this endpoint gave"
+        ))
+    };
     let (len, rest) = cursor.split_once(':').ok_or_else(bad)?;
     let len: usize = len.parse().map_err(|_| bad())?;
     if !rest.is_char_boundary(len) || len > rest.len() {
@@ -857,7 +859,10 @@ async fn post_chunk(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Resp
     store_chunk(node, body, None).await
 }
 
-async fn get_chunk(State(node): State<Arc<Node>>, id: Result<Path<String>, PathRejection>) -> ApiResult<Response> {
+async fn get_chunk(
+    State(node): State<Arc<Node>>,
+    id: Result<Path<String>, PathRejection>,
+) -> ApiResult<Response> {
     let id = chunk_id(id)?;
     let n = node.clone();
     let data = blocking(move || n.chunks.get(&id).map_err(chunk_error)).await?;

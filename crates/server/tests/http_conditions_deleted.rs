@@ -15,7 +15,12 @@ fn version_zero_holds_for_a_deleted_item() {
     server.rt.block_on(async {
         let post = |body: serde_json::Value| {
             let client = client.clone();
-            async move { client.json(Method::POST, "/v1/txn", Some(&body)).await.unwrap() }
+            async move {
+                client
+                    .json(Method::POST, "/v1/txn", Some(&body))
+                    .await
+                    .unwrap()
+            }
         };
         let create = json!({"writes": [{"item": a, "value": {"v": 1}}],
                             "conditions": [{"item": a, "version": 0}]});
@@ -28,10 +33,17 @@ fn version_zero_holds_for_a_deleted_item() {
         assert_eq!(status, StatusCode::OK);
         let deleted_at = answer["index"].as_u64().unwrap();
         let (status, answer) = client
-            .json(Method::GET, &format!("/v1/item?node=a&min_index={deleted_at}"), None)
+            .json(
+                Method::GET,
+                &format!("/v1/item?node=a&min_index={deleted_at}"),
+                None,
+            )
             .await
             .unwrap();
-        assert_eq!((status, &answer["error"]), (StatusCode::NOT_FOUND, &json!("deleted")));
+        assert_eq!(
+            (status, &answer["error"]),
+            (StatusCode::NOT_FOUND, &json!("deleted"))
+        );
         assert_eq!(answer["version"], deleted_at);
         // The delete's index names the deleted item exactly (checked with a failing
         // condition beside it so nothing is written).

@@ -14,10 +14,17 @@ use hyper::{Method, StatusCode};
 use serde_json::json;
 
 fn assert_error_shape(what: &str, body: &[u8], code: &str) {
-    let answer: serde_json::Value = serde_json::from_slice(body)
-        .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {:?}", String::from_utf8_lossy(body)));
+    let answer: serde_json::Value = serde_json::from_slice(body).unwrap_or_else(|e| {
+        panic!(
+            "{what}: not JSON ({e}): {:?}",
+            String::from_utf8_lossy(body)
+        )
+    });
     assert_eq!(answer["error"], code, "{what}: {answer}");
-    assert!(answer["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}: {answer}");
+    assert!(
+        answer["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{what}: {answer}"
+    );
 }
 
 /// Send `head` (and `body`) on a fresh connection; read the whole answer until the server
@@ -28,12 +35,16 @@ fn raw_exchange(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> (u16, Ve
     s.write_all(head.as_bytes()).unwrap();
     s.write_all(body).unwrap();
     let mut answer = Vec::new();
-    s.read_to_end(&mut answer).expect("the server closed the connection");
+    s.read_to_end(&mut answer)
+        .expect("the server closed the connection");
     let text = String::from_utf8_lossy(&answer).into_owned();
     let status: u16 = text.split(' ').nth(1).unwrap().parse().unwrap();
     let split = text.find("\r\n\r\n").unwrap() + 4;
     let mut body = answer[split..].to_vec();
-    if text[..split].to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if text[..split]
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         body = dechunk(&body);
     }
     (status, body)
@@ -84,17 +95,41 @@ fn every_refusal_has_the_json_error_shape() {
         assert_eq!(status, StatusCode::URI_TOO_LONG);
         assert_error_shape("long URI", &body, "uri_too_long");
         // Item objects with unknown fields, and multiget waits above the bound.
-        let item_extra = json!({"writes": [{"item": {"kind": "node", "id": "a", "x": 1}, "value": {}}]});
-        let (status, answer) = client.json(Method::POST, "/v1/txn", Some(&item_extra)).await.unwrap();
+        let item_extra =
+            json!({"writes": [{"item": {"kind": "node", "id": "a", "x": 1}, "value": {}}]});
+        let (status, answer) = client
+            .json(Method::POST, "/v1/txn", Some(&item_extra))
+            .await
+            .unwrap();
         assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
-        assert!(answer["message"].as_str().unwrap().contains("unknown field"), "{answer}");
-        let edge_extra = json!({"items": [{"kind": "edge", "from": "a", "label": "l", "to": "b", "id": "c"}]});
-        let (status, answer) = client.json(Method::POST, "/v1/multiget", Some(&edge_extra)).await.unwrap();
+        assert!(
+            answer["message"]
+                .as_str()
+                .unwrap()
+                .contains("unknown field"),
+            "{answer}"
+        );
+        let edge_extra =
+            json!({"items": [{"kind": "edge", "from": "a", "label": "l", "to": "b", "id": "c"}]});
+        let (status, answer) = client
+            .json(Method::POST, "/v1/multiget", Some(&edge_extra))
+            .await
+            .unwrap();
         assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
-        let slow = json!({"items": [{"kind": "node", "id": "a"}], "min_index": 1, "timeout_ms": 5000});
-        let (status, answer) = client.json(Method::POST, "/v1/multiget", Some(&slow)).await.unwrap();
+        let slow =
+            json!({"items": [{"kind": "node", "id": "a"}], "min_index": 1, "timeout_ms": 5000});
+        let (status, answer) = client
+            .json(Method::POST, "/v1/multiget", Some(&slow))
+            .await
+            .unwrap();
         assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
-        assert!(answer["message"].as_str().unwrap().contains("read_wait_ms_max"), "{answer}");
+        assert!(
+            answer["message"]
+                .as_str()
+                .unwrap()
+                .contains("read_wait_ms_max"),
+            "{answer}"
+        );
         assert_eq!(server.node.log.durable_index(), durable, "a refusal wrote");
     });
     // 431: a header block over the bound.

@@ -41,7 +41,13 @@ fn valid_txn() -> impl Strategy<Value = String> {
         proptest::collection::vec(write, 1..4),
         proptest::collection::vec(condition, 0..2),
     )
-        .prop_map(|(w, c)| format!(r#"{{"writes":[{}],"conditions":[{}]}}"#, w.join(","), c.join(",")))
+        .prop_map(|(w, c)| {
+            format!(
+                r#"{{"writes":[{}],"conditions":[{}]}}"#,
+                w.join(","),
+                c.join(",")
+            )
+        })
 }
 
 #[derive(Clone, Debug)]
@@ -56,13 +62,16 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         (any::<usize>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip { at, bit }),
         any::<usize>().prop_map(|at| Mutation::Cut { at }),
-        (any::<usize>(), prop_oneof![
-            proptest::collection::vec(any::<u8>(), 1..4),
-            Just(b"\"".to_vec()),
-            Just(b",\"x\":1".to_vec()),
-            Just(b"{".to_vec()),
-            Just(b"\xff".to_vec()),
-        ])
+        (
+            any::<usize>(),
+            prop_oneof![
+                proptest::collection::vec(any::<u8>(), 1..4),
+                Just(b"\"".to_vec()),
+                Just(b",\"x\":1".to_vec()),
+                Just(b"{".to_vec()),
+                Just(b"\xff".to_vec()),
+            ]
+        )
             .prop_map(|(at, bytes)| Mutation::Insert { at, bytes }),
         (any::<usize>(), 1usize..6).prop_map(|(at, len)| Mutation::Delete { at, len }),
     ]
@@ -100,9 +109,19 @@ enum Case {
 /// that are numbers, names, escapes (valid or not) and junk.
 fn query() -> impl Strategy<Value = String> {
     let name = prop_oneof![
-        Just("node"), Just("from"), Just("label"), Just("to"), Just("as_of"),
-        Just("min_index"), Just("timeout_ms"), Just("limit"), Just("after"), Just("value"),
-        Just("x"), Just("%FF"), Just("")
+        Just("node"),
+        Just("from"),
+        Just("label"),
+        Just("to"),
+        Just("as_of"),
+        Just("min_index"),
+        Just("timeout_ms"),
+        Just("limit"),
+        Just("after"),
+        Just("value"),
+        Just("x"),
+        Just("%FF"),
+        Just("")
     ];
     let value = prop_oneof![
         (0u64..6).prop_map(|n| n.to_string()),
@@ -152,8 +171,14 @@ fn the_router_survives_random_requests() {
         }];
     });
     let client = server.http(None);
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
-    let mut runner = TestRunner::new(Config { cases, ..Config::default() });
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        ..Config::default()
+    });
     let result = runner.run(&case(), |case| {
         let durable = server.node.log.durable_index();
         let (method, path, body) = match &case {
@@ -176,7 +201,12 @@ fn the_router_survives_random_requests() {
                 .map_err(|e| TestCaseError::fail(format!("{path}: {status} not JSON: {e}")))?;
             prop_assert!(json["error"].is_string(), "{path}: {json}");
             prop_assert!(json["message"].is_string(), "{path}: {json}");
-            prop_assert_eq!(server.node.log.durable_index(), durable, "{} was refused but wrote", path);
+            prop_assert_eq!(
+                server.node.log.durable_index(),
+                durable,
+                "{} was refused but wrote",
+                path
+            );
         }
         Ok(())
     });

@@ -22,11 +22,18 @@ fn invalid_utf8_in_queries_and_paths_is_refused() {
             {"item": {"kind": "node", "id": "\u{FFFD}"}, "value": {"name": "\u{FFFD}"}},
             {"item": {"kind": "edge", "from": "\u{FFFD}", "label": "l", "to": "t"}, "value": {}}
         ]});
-        let (status, answer) = client.json(Method::POST, "/v1/txn", Some(&replacement)).await.unwrap();
+        let (status, answer) = client
+            .json(Method::POST, "/v1/txn", Some(&replacement))
+            .await
+            .unwrap();
         assert_eq!(status, StatusCode::OK, "{answer}");
         let index = answer["index"].as_u64().unwrap();
         let (status, _) = client
-            .json(Method::GET, &format!("/v1/item?node=%EF%BF%BD&min_index={index}"), None)
+            .json(
+                Method::GET,
+                &format!("/v1/item?node=%EF%BF%BD&min_index={index}"),
+                None,
+            )
             .await
             .unwrap();
         assert_eq!(status, StatusCode::OK, "the correctly encoded name reads");

@@ -43,7 +43,11 @@ fn raw<'a>(answer: &'a [u8], field: &str) -> Vec<&'a str> {
     let items: Vec<Option<&RawValue>> = match field {
         "versions" => list.versions.iter().map(|v| v.value).collect(),
         "edges" => list.edges.iter().map(|v| v.value).collect(),
-        _ => list.values.iter().map(|v| v.as_ref().and_then(|v| v.value)).collect(),
+        _ => list
+            .values
+            .iter()
+            .map(|v| v.as_ref().and_then(|v| v.value))
+            .collect(),
     };
     items.into_iter().map(|v| v.unwrap().get()).collect()
 }
