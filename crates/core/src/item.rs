@@ -28,9 +28,11 @@ pub enum ItemKind {
     Edge = 1,
 }
 
-/// The identity of an item: a node, or a labelled edge between two nodes.
+/// The identity of an item: a node, or a labelled edge between two nodes. As JSON,
+/// `{"kind": "node", "id": ..}` or `{"kind": "edge", "from": .., "label": .., "to": ..}`;
+/// any other field is refused.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
+#[serde(tag = "kind", rename_all = "lowercase", try_from = "ItemJson")]
 pub enum ItemKey {
     Node {
         id: String,
@@ -40,6 +42,35 @@ pub enum ItemKey {
         label: String,
         to: String,
     },
+}
+
+/// An item object as JSON, every field it may have (serde's internally tagged enums let
+/// unknown fields through, so the fields are checked here).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ItemJson {
+    kind: ItemKind,
+    id: Option<String>,
+    from: Option<String>,
+    label: Option<String>,
+    to: Option<String>,
+}
+
+impl TryFrom<ItemJson> for ItemKey {
+    type Error = String;
+
+    fn try_from(j: ItemJson) -> Result<Self, String> {
+        match (j.kind, j.id, j.from, j.label, j.to) {
+            (ItemKind::Node, Some(id), None, None, None) => Ok(ItemKey::Node { id }),
+            (ItemKind::Node, ..) => Err("a node item has exactly the fields kind and id".into()),
+            (ItemKind::Edge, None, Some(from), Some(label), Some(to)) => {
+                Ok(ItemKey::Edge { from, label, to })
+            }
+            (ItemKind::Edge, ..) => {
+                Err("an edge item has exactly the fields kind, from, label and to".into())
+            }
+        }
+    }
 }
 
 fn check_field(field: &'static str, s: &str, max: usize) -> Result<(), InputError> {
@@ -244,6 +275,31 @@ mod tests {
             assert!(ItemKey::decode(&bytes[..cut]).is_none(), "cut at {cut}");
         }
         assert!(ItemKey::decode(&[7, 0, 0]).is_none());
+    }
+
+    #[test]
+    fn item_json_has_exactly_its_fields() {
+        let node: ItemKey = serde_json::from_str(r#"{"kind":"node","id":"a"}"#).unwrap();
+        assert_eq!(node, ItemKey::node("a").unwrap());
+        let edge: ItemKey =
+            serde_json::from_str(r#"{"to":"b","kind":"edge","from":"a","label":"l"}"#).unwrap();
+        assert_eq!(edge, ItemKey::edge("a", "l", "b").unwrap());
+        for bad in [
+            r#"{"kind":"node","id":"a","x":1}"#,
+            r#"{"kind":"node","id":"a","to":"b"}"#,
+            r#"{"kind":"node"}"#,
+            r#"{"kind":"edge","from":"a","label":"l"}"#,
+            r#"{"kind":"edge","from":"a","label":"l","to":"b","id":"c"}"#,
+            r#"{"kind":"vertex","id":"a"}"#,
+            r#"{"id":"a"}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<ItemKey>(bad).is_err(),
+                "{bad} was accepted"
+            );
+        }
+        let text = serde_json::to_string(&edge).unwrap();
+        assert_eq!(serde_json::from_str::<ItemKey>(&text).unwrap(), edge);
     }
 
     #[test]

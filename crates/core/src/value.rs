@@ -1,11 +1,13 @@
 //! Item values: a JSON object of properties, or a tombstone (the item was deleted).
 //!
 //! The JSON text is kept exactly as the client sent it (validated, never re-serialised), so
-//! the bytes a reader gets back are the bytes that were written.
+//! the bytes a reader gets back are the bytes that were written. Validation accepts exactly
+//! the objects `serde_json::Value` parses, so every reader that parses a stored value (index
+//! views, projections) succeeds.
 
 use std::fmt;
 
-use serde::de::IgnoredAny;
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::error::InputError;
 
@@ -73,11 +75,59 @@ fn check_json_object(text: &str) -> Result<(), InputError> {
         });
     }
     // A well-formed JSON document that starts with '{' is exactly one object.
-    serde_json::from_str::<IgnoredAny>(text)
+    serde_json::from_str::<Checked>(text)
         .map(|_| ())
         .map_err(|e| InputError::NotJsonObject {
             reason: e.to_string(),
         })
+}
+
+/// Any JSON value, checked as `serde_json::Value` would parse it but without building it:
+/// numbers are parsed (a float out of range such as `1e400` is refused) and strings decoded
+/// (a lone surrogate escape such as `"\ud800"` is refused). Integers beyond 64 bits parse
+/// (as floats) and are accepted; the text keeps their digits.
+struct Checked;
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+        while seq.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+        while map.next_entry::<Checked, Checked>()?.is_some() {}
+        Ok(Checked)
+    }
 }
 
 impl fmt::Debug for Value {
@@ -103,10 +153,34 @@ mod tests {
         assert!(Value::json("{}").is_ok());
     }
 
+    /// Everything `serde_json::Value` parses is accepted, text unchanged.
+    #[test]
+    fn what_serde_json_parses_is_accepted_verbatim() {
+        for good in [
+            r#"{"big":123456789012345678901234567890,"neg":-123456789012345678901234567890}"#,
+            r#"{"e":1E+2,"f":-0.0,"s":"\ud83d\ude00\u00e9","dup":1,"dup":2}"#,
+            r#"{ "nested" : [ { } , [ ] , null , true ] }"#,
+        ] {
+            assert!(serde_json::from_str::<serde_json::Value>(good).is_ok());
+            assert_eq!(Value::json(good).unwrap().as_json(), Some(good));
+        }
+    }
+
     #[test]
     fn non_objects_are_refused() {
         for bad in [
-            "", "[]", "1", "\"s\"", "null", "{", "{\"a\":}", "{} {}", "{}x",
+            "",
+            "[]",
+            "1",
+            "\"s\"",
+            "null",
+            "{",
+            "{\"a\":}",
+            "{} {}",
+            "{}x",
+            r#"{"f":1e400}"#,
+            r#"{"s":"\ud800"}"#,
+            r#"{"s":"\ud800\u0041"}"#,
         ] {
             assert!(
                 matches!(Value::json(bad), Err(InputError::NotJsonObject { .. })),

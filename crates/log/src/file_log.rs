@@ -208,9 +208,9 @@ impl FileLog {
                 reason,
             })?;
         let stride = config.sparse_index_stride_records;
-        let scan = scan_dir(&*fs, &dir, stride, hint, |index, key| {
+        let scan = scan_dir(&*fs, &dir, stride, hint, |index, key, deleted| {
             if index > as_of {
-                versions.set(key, index);
+                versions.set(key, index, deleted);
             }
         })?;
         let mut segments = Vec::with_capacity(scan.segments.len());

@@ -100,9 +100,9 @@ pub fn inspect_in(fs: &dyn Fs, dir: &Path) -> Result<InspectReport, OpenError> {
             reason,
         })?;
     let floor = as_of.unwrap_or(Index::ZERO);
-    let scan = scan_dir(fs, dir, u64::MAX, hint, |index, key| {
+    let scan = scan_dir(fs, dir, u64::MAX, hint, |index, key, deleted| {
         if index > floor {
-            table.set(key, index);
+            table.set(key, index, deleted);
         }
     })?;
     let segments = scan

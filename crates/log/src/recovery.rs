@@ -72,19 +72,19 @@ impl DirScan {
     }
 }
 
-/// Scan every segment in `dir`. `visit` sees each committed write as (index, encoded key)
-/// in log order, transactions whole.
+/// Scan every segment in `dir`. `visit` sees each committed write as (index, encoded key,
+/// is a delete) in log order, transactions whole.
 pub fn scan_dir(
     fs: &dyn Fs,
     dir: &Path,
     stride: u64,
     hint: Option<SyncedHint>,
-    mut visit: impl FnMut(Index, &[u8]),
+    mut visit: impl FnMut(Index, &[u8], bool),
 ) -> Result<DirScan, OpenError> {
     let listed = list_segments_in(fs, dir).map_err(io_at(dir))?;
     let mut out = DirScan::default();
     let count = listed.len();
-    let mut pending: Vec<(Index, Vec<u8>)> = Vec::new();
+    let mut pending: Vec<(Index, Vec<u8>, bool)> = Vec::new();
     for (i, (first, path)) in listed.into_iter().enumerate() {
         let is_last = i + 1 == count;
         let buf = fs.read(&path).map_err(io_at(&path))?;
@@ -118,10 +118,11 @@ pub fn scan_dir(
                 sparse.push((index, offset));
             }
             let key = payload_key(payload).ok_or("record payload does not decode")?;
-            pending.push((index, key.to_vec()));
+            let deleted = payload[0] & spindle_core::RecordFlags::TOMBSTONE != 0;
+            pending.push((index, key.to_vec(), deleted));
             if payload[0] & spindle_core::RecordFlags::COMMIT != 0 {
-                for (index, key) in pending.drain(..) {
-                    visit(index, &key);
+                for (index, key, deleted) in pending.drain(..) {
+                    visit(index, &key, deleted);
                 }
             }
             Ok(())

@@ -1,18 +1,29 @@
-//! The version table: each item's current version (the index of its latest record), which
-//! the writer checks conditions against. It is rebuilt on open from a checkpoint plus the
-//! retained log, and checkpointed before prefix truncation deletes the records behind it.
+//! The version table: each item's current version (the index of its latest record) and
+//! whether that record is a delete, which the writer checks conditions against. It is
+//! rebuilt on open from a checkpoint plus the retained log, and checkpointed before prefix
+//! truncation deletes the records behind it.
+//!
+//! Condition semantics: a condition `expected` holds when it is the item's current version,
+//! or when it is 0 and the item does not exist, that is, was never written or its latest
+//! record is a delete. (A deleted item can thus be re-created under "must not exist", and
+//! its delete's index still names it exactly.)
 //!
 //! Checkpoint file `versions.ckpt` (written as `.tmp`, synced, renamed, directory synced):
 //!
 //! ```text
 //! 0   8  magic "SPNDLVER"
-//! 8   4  format version u32 LE (1)
+//! 8   4  format version u32 LE (2)
 //! 12  4  reserved, zero
 //! 16  8  as_of index u64 LE: the table reflects records 1..=as_of
 //! 24  8  entry count u64 LE
 //! 32  .. entries: key_len u16 LE | key (ItemKey encoding) | version u64 LE
+//!        (bit 63 of version set: the item's latest record is a delete)
 //! end 4  CRC32C of every byte before it
 //! ```
+//!
+//! Format version 1 (the same layout, written before deletes were tracked) is still read:
+//! its entries are taken as live, so an item deleted before such a checkpoint counts as
+//! existing (a 0-condition on it fails) until it is written again.
 
 use std::collections::HashMap;
 use std::io;
@@ -24,11 +35,15 @@ use crate::fs::Fs;
 
 pub const CHECKPOINT_FILE: &str = "versions.ckpt";
 const MAGIC: &[u8; 8] = b"SPNDLVER";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
+/// The format written before deletes were tracked; read with every entry live.
+const FORMAT_VERSION_LIVE_ONLY: u32 = 1;
+/// Bit of a stored version marking "the latest record is a delete". Indexes stay below it.
+const DELETED_BIT: u64 = 1 << 63;
 
 type Map = HashMap<Box<[u8]>, u64, foldhash::fast::RandomState>;
 
-/// Item (by encoded key) → current version.
+/// Item (by encoded key) → current version, with `DELETED_BIT` set when it is a delete.
 #[derive(Debug, Default)]
 pub struct VersionTable {
     map: Map,
@@ -39,17 +54,34 @@ impl VersionTable {
         Self::default()
     }
 
-    /// The item's current version, `Index::ZERO` if it was never written.
+    /// The item's current version (a delete's index if it was deleted), `Index::ZERO` if it
+    /// was never written.
     pub fn get(&self, key: &[u8]) -> Index {
-        Index::new(self.map.get(key).copied().unwrap_or(0))
+        Index::new(self.map.get(key).map_or(0, |v| v & !DELETED_BIT))
     }
 
-    /// Record that `key` was written at `version`.
-    pub fn set(&mut self, key: &[u8], version: Index) {
+    /// Whether the item's latest record is a delete.
+    pub fn is_deleted(&self, key: &[u8]) -> bool {
+        self.map.get(key).is_some_and(|v| v & DELETED_BIT != 0)
+    }
+
+    /// Whether the condition "`key` is at version `expected`" holds (see the module doc:
+    /// 0 holds for an item never written or deleted).
+    pub fn holds(&self, key: &[u8], expected: Index) -> bool {
+        self.get(key) == expected || (expected == Index::ZERO && self.is_deleted(key))
+    }
+
+    /// Record that `key` was written at `version`, by a delete if `deleted`.
+    pub fn set(&mut self, key: &[u8], version: Index, deleted: bool) {
+        assert!(
+            version.get() & DELETED_BIT == 0,
+            "log index {version} reaches the version table's delete bit"
+        );
+        let stored = version.get() | if deleted { DELETED_BIT } else { 0 };
         if let Some(v) = self.map.get_mut(key) {
-            *v = version.get();
+            *v = stored;
         } else {
-            self.map.insert(key.into(), version.get());
+            self.map.insert(key.into(), stored);
         }
     }
 
@@ -110,8 +142,10 @@ fn decode_checkpoint(buf: &[u8]) -> Result<(VersionTable, Index), String> {
     }
     let u64_at = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"));
     let version = u32::from_le_bytes(body[8..12].try_into().expect("4 bytes"));
-    if version != FORMAT_VERSION {
-        return Err(format!("unknown checkpoint format version {version}"));
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_LIVE_ONLY {
+        return Err(format!(
+            "unknown checkpoint format version {version} (this build reads 1 and 2)"
+        ));
     }
     let as_of = Index::new(u64_at(16));
     let count = u64_at(24);
@@ -128,9 +162,14 @@ fn decode_checkpoint(buf: &[u8]) -> Result<(VersionTable, Index), String> {
         let v = body
             .get(pos + 2 + len..pos + 10 + len)
             .ok_or("checkpoint entry cut short")?;
+        let stored = u64::from_le_bytes(v.try_into().expect("8 bytes"));
+        if version == FORMAT_VERSION_LIVE_ONLY && stored & DELETED_BIT != 0 {
+            return Err(format!("format 1 checkpoint entry has version {stored}"));
+        }
         table.set(
             key,
-            Index::new(u64::from_le_bytes(v.try_into().expect("8 bytes"))),
+            Index::new(stored & !DELETED_BIT),
+            stored & DELETED_BIT != 0,
         );
         pos += 10 + len;
     }
@@ -149,9 +188,9 @@ mod tests {
     fn checkpoint_round_trip_and_damage() {
         let dir = tempfile::tempdir().unwrap();
         let mut t = VersionTable::new();
-        t.set(b"\0\x01\0a", Index::new(5));
-        t.set(b"\0\x01\0b", Index::new(9));
-        t.set(b"\0\x01\0a", Index::new(11));
+        t.set(b"\0\x01\0a", Index::new(5), false);
+        t.set(b"\0\x01\0b", Index::new(9), true);
+        t.set(b"\0\x01\0a", Index::new(11), false);
         t.write_checkpoint(&StdFs, dir.path(), Index::new(12))
             .unwrap();
         let (back, as_of) = VersionTable::read_checkpoint(&StdFs, dir.path())
@@ -162,6 +201,7 @@ mod tests {
         assert_eq!(back.get(b"\0\x01\0a"), Index::new(11));
         assert_eq!(back.get(b"\0\x01\0b"), Index::new(9));
         assert_eq!(back.get(b"\0\x01\0c"), Index::ZERO);
+        assert!(back.is_deleted(b"\0\x01\0b") && !back.is_deleted(b"\0\x01\0a"));
 
         let path = dir.path().join(CHECKPOINT_FILE);
         let mut bytes = std::fs::read(&path).unwrap();
@@ -171,5 +211,65 @@ mod tests {
             .unwrap()
             .unwrap()
             .is_err());
+    }
+}
+
+#[cfg(test)]
+mod condition_tests {
+    use super::*;
+    use crate::fs::StdFs;
+
+    #[test]
+    fn zero_holds_for_absent_and_deleted_items_only() {
+        let mut t = VersionTable::new();
+        let (live, gone, never) = (b"live".as_slice(), b"gone".as_slice(), b"never".as_slice());
+        t.set(live, Index::new(3), false);
+        t.set(gone, Index::new(4), true);
+        assert!(t.holds(never, Index::ZERO));
+        assert!(!t.holds(never, Index::new(4)));
+        assert!(t.holds(gone, Index::ZERO));
+        assert!(t.holds(gone, Index::new(4)));
+        assert!(!t.holds(gone, Index::new(3)));
+        assert!(!t.holds(live, Index::ZERO));
+        assert!(t.holds(live, Index::new(3)));
+        assert_eq!(t.get(gone), Index::new(4));
+        t.set(gone, Index::new(5), false);
+        assert!(!t.holds(gone, Index::ZERO));
+    }
+
+    /// A format 1 checkpoint (no delete bit) is read with every entry live.
+    #[test]
+    fn format_one_checkpoints_are_read_as_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut buf = Vec::new();
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&FORMAT_VERSION_LIVE_ONLY.to_le_bytes());
+        buf.extend_from_slice(&0u32.to_le_bytes());
+        buf.extend_from_slice(&7u64.to_le_bytes());
+        buf.extend_from_slice(&1u64.to_le_bytes());
+        buf.extend_from_slice(&1u16.to_le_bytes());
+        buf.push(b'k');
+        buf.extend_from_slice(&6u64.to_le_bytes());
+        let crc = crc32c::crc32c(&buf);
+        buf.extend_from_slice(&crc.to_le_bytes());
+        std::fs::write(dir.path().join(CHECKPOINT_FILE), &buf).unwrap();
+        let (t, as_of) = VersionTable::read_checkpoint(&StdFs, dir.path())
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(as_of, Index::new(7));
+        assert_eq!(t.get(b"k"), Index::new(6));
+        assert!(!t.is_deleted(b"k"));
+
+        buf[8..12].copy_from_slice(&3u32.to_le_bytes());
+        let n = buf.len() - 4;
+        let crc = crc32c::crc32c(&buf[..n]);
+        buf[n..].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(dir.path().join(CHECKPOINT_FILE), &buf).unwrap();
+        let err = VersionTable::read_checkpoint(&StdFs, dir.path())
+            .unwrap()
+            .unwrap()
+            .unwrap_err();
+        assert!(err.contains("format version 3"), "{err}");
     }
 }

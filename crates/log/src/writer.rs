@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
-use spindle_core::Index;
+use spindle_core::{Index, RecordFlags};
 
 use crate::config::SyncMode;
 use crate::error::{AppendError, FailedCondition, TruncateError};
@@ -201,12 +201,11 @@ impl Writer {
         let span = p.txns[t].clone();
         let mut failed = Vec::new();
         for c in &p.conditions[span.conditions.clone()] {
-            let actual = self.versions.get(&c.key_bytes);
-            if actual != c.expected {
+            if !self.versions.holds(&c.key_bytes, c.expected) {
                 failed.push(FailedCondition {
                     key: c.key.clone(),
                     expected: c.expected,
-                    actual,
+                    actual: self.versions.get(&c.key_bytes),
                 });
             }
         }
@@ -224,8 +223,13 @@ impl Writer {
             let frame_range = r.frame_start as usize..r.frame_end as usize;
             seal_frame(&mut p.frames[frame_range.clone()], index);
             self.make_room(frame_range.len() as u64)?;
-            self.versions
-                .set(&p.frames[r.key_start as usize..r.key_end as usize], index);
+            // The payload's flags byte sits just before its key.
+            let deleted = p.frames[r.key_start as usize - 1] & RecordFlags::TOMBSTONE != 0;
+            self.versions.set(
+                &p.frames[r.key_start as usize..r.key_end as usize],
+                index,
+                deleted,
+            );
             if self.since_sparse >= stride {
                 let offset = self.tail.offset + self.buf.len() as u64;
                 self.tail.segment.sparse.lock().push((index, offset));

@@ -63,11 +63,22 @@ impl Model {
         self.versions.get(k).copied().unwrap_or(Index::ZERO)
     }
 
+    /// A condition holds at the current version, and 0 holds for an absent or deleted item.
+    fn holds(&self, k: &ItemKey, expected: Index) -> bool {
+        let deleted = self
+            .records
+            .iter()
+            .rev()
+            .find(|r| &r.key == k)
+            .is_some_and(|r| r.value.is_tombstone());
+        self.version(k) == expected || (expected == Index::ZERO && deleted)
+    }
+
     fn apply(&mut self, txn: &Transaction) -> Result<Index, Vec<ItemKey>> {
         let failed: Vec<ItemKey> = txn
             .conditions
             .iter()
-            .filter(|c| self.version(&c.key) != c.expected)
+            .filter(|c| !self.holds(&c.key, c.expected))
             .map(|c| c.key.clone())
             .collect();
         if !failed.is_empty() {

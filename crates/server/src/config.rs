@@ -50,6 +50,9 @@ pub struct ServerConfig {
     pub log_sync: bool,
     /// Largest HTTP request body (transactions, multiget).
     pub request_body_bytes_max: usize,
+    /// Longest time an HTTP request body (or chunk) may take to arrive, from the handler's
+    /// first read to its last byte; a slower body is answered `408`.
+    pub request_body_ms_max: u64,
     /// Largest chunk accepted by `PUT /v1/chunks/{id}`.
     pub chunk_bytes_max: usize,
     /// Space the chunk store may use.
@@ -87,6 +90,7 @@ impl Default for ServerConfig {
             log_segment_bytes: 64 << 20,
             log_sync: true,
             request_body_bytes_max: 16 << 20,
+            request_body_ms_max: 30_000,
             chunk_bytes_max: 16 << 20,
             chunk_store_bytes_max: 1 << 40,
             iter_chunk_bytes: 256 << 10,
@@ -207,6 +211,9 @@ impl ServerConfig {
             return bad(format!(
                 "carousel settings (iter_chunk_bytes, rider_lag_chunks_max): {e}"
             ));
+        }
+        if self.request_body_ms_max == 0 {
+            return bad("request_body_ms_max must be at least 1".into());
         }
         if self.truncate_interval_ms == 0 {
             return bad("truncate_interval_ms must be at least 1".into());

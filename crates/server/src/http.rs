@@ -2,27 +2,31 @@
 //! lookups, chunks, status and metrics.
 //!
 //! Every refusal is a 4xx with `{"error": code, "message": text}` and changes nothing;
-//! bodies are read up to a named limit; reads that wait for an applied index are bounded by
-//! `read_wait_ms_max`.
+//! requests are decoded strictly and within named bounds (`http_input`); reads that wait
+//! for an applied index are bounded by `read_wait_ms_max`. Values are stored as the exact
+//! JSON text the client sent and answered verbatim.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use serde_json::value::RawValue;
 use spindle_chunk::{ChunkError, ChunkId};
 use spindle_core::{Index, ItemKey, Transaction, Value};
 use spindle_log::AppendError;
 use spindle_view::{Freshness, Version, ViewError};
 
+use crate::http_input::{path_param, query_params, request_limits};
 use crate::node::Node;
 use crate::status::Counters;
 
@@ -49,7 +53,7 @@ impl ApiError {
         ApiError::new(StatusCode::NOT_FOUND, code, message)
     }
 
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             status,
             code,
@@ -110,13 +114,49 @@ pub fn router(node: Arc<Node>) -> Router {
                 .delete(delete_chunk),
         )
         .route("/v1/chunks", post(post_chunk))
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this endpoint does not take that method; see docs/api.md",
+            )
+        })
         // Bodies are read by `read_body` with the limit that fits each endpoint.
         .layer(DefaultBodyLimit::disable())
         .fallback(|| async {
             ApiError::not_found("not_found", "no such endpoint; see docs/api.md")
         })
         .layer(middleware::from_fn_with_state(node.clone(), authorize))
+        .layer(middleware::from_fn(request_limits))
+        .layer(middleware::from_fn_with_state(node.clone(), count_refusals))
         .with_state(node)
+}
+
+/// Count every request refused as malformed (`bad_requests_total`), in one place; close the
+/// connection after a body that was too large or too slow, whose rest is never read.
+async fn count_refusals(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
+    let mut response = next.run(req).await;
+    if matches!(
+        response.status(),
+        StatusCode::REQUEST_TIMEOUT | StatusCode::PAYLOAD_TOO_LARGE
+    ) {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    if matches!(
+        response.status(),
+        StatusCode::BAD_REQUEST
+            | StatusCode::METHOD_NOT_ALLOWED
+            | StatusCode::REQUEST_TIMEOUT
+            | StatusCode::PAYLOAD_TOO_LARGE
+            | StatusCode::URI_TOO_LONG
+            | StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+    ) {
+        Counters::bump(&node.metrics.bad_requests, 1);
+    }
+    response
 }
 
 /// With a configured token, every request must carry `Authorization: Bearer <token>`.
@@ -148,31 +188,23 @@ pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Read a request body of at most `limit` bytes (streamed; reading stops at the limit).
+/// Read a request body of at most `limit` bytes within `request_body_ms_max`.
 async fn read_body(node: &Node, body: Body, limit: usize) -> ApiResult<Bytes> {
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        Counters::bump(&node.metrics.bad_requests, 1);
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!("request body is over the limit of {limit} bytes (or broke off): {e}"),
-        )
-    })
+    let time_max = Duration::from_millis(node.config.request_body_ms_max);
+    crate::http_input::read_body(body, limit, time_max).await
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(node: &Node, body: &[u8]) -> ApiResult<T> {
-    serde_json::from_slice(body).map_err(|e| {
-        Counters::bump(&node.metrics.bad_requests, 1);
-        ApiError::bad(format!("request body: {e}"))
-    })
+fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> ApiResult<T> {
+    serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("request body: {e}")))
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct WriteJson {
+struct WriteJson<'a> {
     item: ItemKey,
-    #[serde(default)]
-    value: Option<serde_json::Value>,
+    /// The value's exact text as sent: it is stored byte for byte, never re-serialised.
+    #[serde(default, borrow)]
+    value: Option<&'a RawValue>,
     #[serde(default)]
     delete: bool,
 }
@@ -187,8 +219,9 @@ struct ConditionJson {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TxnJson {
-    writes: Vec<WriteJson>,
+struct TxnJson<'a> {
+    #[serde(borrow)]
+    writes: Vec<WriteJson<'a>>,
     #[serde(default)]
     conditions: Vec<ConditionJson>,
 }
@@ -198,7 +231,7 @@ fn checked_key(key: ItemKey) -> ApiResult<ItemKey> {
     Ok(key)
 }
 
-fn to_transaction(txn: TxnJson) -> ApiResult<Transaction> {
+fn to_transaction(txn: TxnJson<'_>) -> ApiResult<Transaction> {
     let mut out = Transaction::new();
     for (i, w) in txn.writes.into_iter().enumerate() {
         let key = checked_key(w.item)?;
@@ -215,12 +248,12 @@ fn to_transaction(txn: TxnJson) -> ApiResult<Transaction> {
             }
             (None, true) => Value::TOMBSTONE,
             (Some(v), false) => {
-                if !v.is_object() {
+                if !v.get().starts_with('{') {
                     return Err(ApiError::bad(format!(
                         "writes[{i}].value must be a JSON object"
                     )));
                 }
-                Value::json(v.to_string()).map_err(|e| ApiError::bad(e.to_string()))?
+                Value::json(v.get()).map_err(|e| ApiError::bad(format!("writes[{i}]: {e}")))?
             }
         };
         out = out.write(key, value);
@@ -234,10 +267,7 @@ fn to_transaction(txn: TxnJson) -> ApiResult<Transaction> {
 
 async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<serde_json::Value>> {
     let body = read_body(&node, body, node.config.request_body_bytes_max).await?;
-    // `parse_json` counts its own refusals; count the rest here, once each.
-    let txn = to_transaction(parse_json::<TxnJson>(&node, &body)?).inspect_err(|_| {
-        Counters::bump(&node.metrics.bad_requests, 1);
-    })?;
+    let txn = to_transaction(parse_json::<TxnJson>(&body)?)?;
     let records = txn.writes.len() as u64;
     match node.log.append(&txn).await {
         Ok(index) => {
@@ -285,43 +315,47 @@ struct ReadParams {
     timeout: Duration,
 }
 
+/// Parse an unsigned integer parameter.
+fn num_param(q: &BTreeMap<String, String>, k: &str) -> ApiResult<Option<u64>> {
+    q.get(k)
+        .map(|v| {
+            v.parse::<u64>()
+                .map_err(|_| ApiError::bad(format!("{k} must be an unsigned integer, got {v:?}")))
+        })
+        .transpose()
+}
+
+/// The wait a read asked for: `timeout_ms` (default 5000, at most `read_wait_ms_max`; more
+/// is refused, not cut down).
+fn read_timeout(node: &Node, asked_ms: Option<u64>) -> ApiResult<Duration> {
+    let wait_max = node.config.read_wait_ms_max;
+    let timeout_ms = asked_ms.unwrap_or(wait_max.min(5_000));
+    if timeout_ms > wait_max {
+        return Err(ApiError::bad(format!(
+            "timeout_ms {timeout_ms} is above the limit {wait_max} (read_wait_ms_max)"
+        )));
+    }
+    Ok(Duration::from_millis(timeout_ms))
+}
+
 fn read_params(
     node: &Node,
     q: &BTreeMap<String, String>,
     allowed: &[&str],
 ) -> ApiResult<ReadParams> {
-    let fail = |m: String| {
-        Counters::bump(&node.metrics.bad_requests, 1);
-        ApiError::bad(m)
-    };
     if let Some(unknown) = q.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(fail(format!(
+        return Err(ApiError::bad(format!(
             "unknown query parameter {unknown:?}; this endpoint takes {}",
             allowed.join(", ")
         )));
     }
-    let num = |k: &str| -> ApiResult<Option<u64>> {
-        q.get(k)
-            .map(|v| {
-                v.parse::<u64>()
-                    .map_err(|_| fail(format!("{k} must be an unsigned integer, got {v:?}")))
-            })
-            .transpose()
-    };
     let mut p = ReadParams {
-        as_of: num("as_of")?.map(Index::new),
-        min_index: num("min_index")?.map(Index::new),
+        as_of: num_param(q, "as_of")?.map(Index::new),
+        min_index: num_param(q, "min_index")?.map(Index::new),
         label: q.get("label").cloned(),
+        timeout: read_timeout(node, num_param(q, "timeout_ms")?)?,
         ..ReadParams::default()
     };
-    let wait_max = node.config.read_wait_ms_max;
-    let timeout_ms = num("timeout_ms")?.unwrap_or(wait_max.min(5_000));
-    if timeout_ms > wait_max {
-        return Err(fail(format!(
-            "timeout_ms {timeout_ms} is above the limit {wait_max}"
-        )));
-    }
-    p.timeout = Duration::from_millis(timeout_ms);
     let edge_params = [q.get("from"), q.get("to")];
     let key = if edge_params.iter().any(Option::is_some) {
         match (q.get("node"), q.get("from"), q.get("label"), q.get("to")) {
@@ -329,8 +363,8 @@ fn read_params(
                 Some(ItemKey::edge(from.clone(), label.clone(), to.clone()))
             }
             _ => {
-                return Err(fail(
-                    "an edge is named by from, label and to (and no node parameter)".into(),
+                return Err(ApiError::bad(
+                    "an edge is named by from, label and to (and no node parameter)",
                 ))
             }
         }
@@ -340,7 +374,7 @@ fn read_params(
             ItemKey::node(id.clone())
         })
     };
-    p.key = key.transpose().map_err(|e| fail(e.to_string()))?;
+    p.key = key.transpose().map_err(|e| ApiError::bad(e.to_string()))?;
     Ok(p)
 }
 
@@ -350,13 +384,56 @@ fn item_key(p: &ReadParams) -> ApiResult<ItemKey> {
     })
 }
 
-fn version_json(key: &ItemKey, v: &Version) -> serde_json::Value {
-    json!({
-        "item": key,
-        "version": v.index.get(),
-        "deleted": v.value.is_tombstone(),
-        "value": v.value.as_json().map(|s| serde_json::from_str::<serde_json::Value>(s).unwrap_or(serde_json::Value::Null)),
+/// Items per page of `/v1/history` and `/v1/out_edges` when `limit` is not given.
+pub const PAGE_ITEMS_DEFAULT: usize = 1_000;
+/// Largest `limit` of a page.
+pub const PAGE_ITEMS_MAX: usize = 10_000;
+
+/// `limit` of a paged read: 1..=PAGE_ITEMS_MAX, default PAGE_ITEMS_DEFAULT.
+fn page_limit(q: &BTreeMap<String, String>) -> ApiResult<usize> {
+    match num_param(q, "limit")? {
+        None => Ok(PAGE_ITEMS_DEFAULT),
+        Some(n) if (1..=PAGE_ITEMS_MAX as u64).contains(&n) => Ok(n as usize),
+        Some(n) => Err(ApiError::bad(format!(
+            "limit is {n}; it must be between 1 and {PAGE_ITEMS_MAX}"
+        ))),
+    }
+}
+
+/// A stored value's text as raw JSON, to be answered verbatim.
+fn raw_value(text: &str) -> ApiResult<&RawValue> {
+    serde_json::from_str(text).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("a stored value is not JSON: {e}"),
+        )
     })
+}
+
+/// One version of one item as answered by the reads: the value is the stored text.
+#[derive(Debug, Serialize)]
+struct VersionOut<'a> {
+    item: &'a ItemKey,
+    version: u64,
+    deleted: bool,
+    value: Option<&'a RawValue>,
+}
+
+fn version_out<'a>(key: &'a ItemKey, v: &'a Version) -> ApiResult<VersionOut<'a>> {
+    Ok(VersionOut {
+        item: key,
+        version: v.index.get(),
+        deleted: v.value.is_tombstone(),
+        value: v.value.as_json().map(raw_value).transpose()?,
+    })
+}
+
+/// Serialise an answer that embeds raw values.
+fn json_answer(answer: &impl Serialize) -> ApiResult<Response> {
+    let body = serde_json::to_vec(answer)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// Wait (bounded) until the Disk View owning `key` has applied `index`.
@@ -383,10 +460,8 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
 }
 
-async fn read_item(
-    State(node): State<Arc<Node>>,
-    Query(q): Query<BTreeMap<String, String>>,
-) -> ApiResult<Json<serde_json::Value>> {
+async fn read_item(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Response> {
+    let q = query_params(&uri)?;
     let p = read_params(
         &node,
         &q,
@@ -414,7 +489,7 @@ async fn read_item(
     })
     .await?;
     match version {
-        Some(v) if !v.value.is_tombstone() || at.is_some() => Ok(Json(version_json(&key, &v))),
+        Some(v) if !v.value.is_tombstone() || at.is_some() => json_answer(&version_out(&key, &v)?),
         Some(v) => Err(ApiError {
             extra: Some(json!({"version": v.index.get()})),
             ..ApiError::not_found("deleted", format!("{key} was deleted at index {}", v.index))
@@ -426,54 +501,146 @@ async fn read_item(
     }
 }
 
-async fn history(
-    State(node): State<Arc<Node>>,
-    Query(q): Query<BTreeMap<String, String>>,
-) -> ApiResult<Json<serde_json::Value>> {
+/// A page of an item's history.
+#[derive(Debug, Serialize)]
+struct HistoryPage<'a> {
+    item: &'a ItemKey,
+    versions: Vec<VersionOut<'a>>,
+    /// Pass as `after` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<u64>,
+}
+
+async fn history(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Response> {
+    let q = query_params(&uri)?;
     let p = read_params(
         &node,
         &q,
-        &["node", "from", "label", "to", "min_index", "timeout_ms"],
+        &[
+            "node",
+            "from",
+            "label",
+            "to",
+            "min_index",
+            "timeout_ms",
+            "limit",
+            "after",
+        ],
     )?;
     let key = item_key(&p)?;
+    let limit = page_limit(&q)?;
+    let after = Index::new(num_param(&q, "after")?.unwrap_or(0));
     Counters::bump(&node.metrics.reads, 1);
     wait_disk(&node, &key, p.min_index, p.timeout).await?;
     let view = node.disk_for(&key).view.clone();
     let k = key.clone();
     let versions = blocking(move || Ok(view.history(&k, Freshness::Any)?)).await?;
-    let versions: Vec<_> = versions.iter().map(|v| version_json(&key, v)).collect();
-    Ok(Json(json!({ "item": key, "versions": versions })))
+    let mut page = versions.iter().filter(|v| v.index > after);
+    let taken: Vec<&Version> = page.by_ref().take(limit).collect();
+    let next = match (page.next(), taken.last()) {
+        (Some(_), Some(last)) => Some(last.index.get()),
+        _ => None,
+    };
+    let versions = taken
+        .into_iter()
+        .map(|v| version_out(&key, v))
+        .collect::<ApiResult<Vec<_>>>()?;
+    json_answer(&HistoryPage {
+        item: &key,
+        versions,
+        next,
+    })
 }
 
-async fn out_edges(
-    State(node): State<Arc<Node>>,
-    Query(q): Query<BTreeMap<String, String>>,
-) -> ApiResult<Json<serde_json::Value>> {
+/// The paging cursor of an out-edge: `<label byte length>:<label><to>`, unambiguous for
+/// any label and target.
+fn edge_cursor(label: &str, to: &str) -> String {
+    format!("{}:{label}{to}", label.len())
+}
+
+fn parse_edge_cursor(cursor: &str) -> ApiResult<(String, String)> {
+    let bad = || {
+        ApiError::bad(format!(
+            "after {cursor:?} is not a cursor this endpoint gave"
+        ))
+    };
+    let (len, rest) = cursor.split_once(':').ok_or_else(bad)?;
+    let len: usize = len.parse().map_err(|_| bad())?;
+    if !rest.is_char_boundary(len) || len > rest.len() {
+        return Err(bad());
+    }
+    let (label, to) = rest.split_at(len);
+    Ok((label.to_owned(), to.to_owned()))
+}
+
+/// A page of a node's out-edges, ordered by (label, to) as bytes.
+#[derive(Debug, Serialize)]
+struct EdgesPage<'a> {
+    node: &'a str,
+    edges: Vec<VersionOut<'a>>,
+    /// Pass as `after` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
+}
+
+fn edge_label_to(key: &ItemKey) -> (&str, &str) {
+    match key {
+        ItemKey::Edge { label, to, .. } => (label, to),
+        ItemKey::Node { .. } => ("", ""),
+    }
+}
+
+async fn out_edges(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Response> {
+    let q = query_params(&uri)?;
     let p = read_params(
         &node,
         &q,
-        &["node", "label", "as_of", "min_index", "timeout_ms"],
+        &[
+            "node",
+            "label",
+            "as_of",
+            "min_index",
+            "timeout_ms",
+            "limit",
+            "after",
+        ],
     )?;
     let (Some(key), Some(id)) = (p.key.clone(), p.node.clone()) else {
         return Err(ApiError::bad(
             "name the node: ?node=ID (and optionally &label=L)",
         ));
     };
+    let limit = page_limit(&q)?;
+    let after = q.get("after").map(|c| parse_edge_cursor(c)).transpose()?;
     Counters::bump(&node.metrics.reads, 1);
     let wanted = p.as_of.max(p.min_index);
     wait_disk(&node, &key, wanted, p.timeout).await?;
     let view = node.disk_for(&key).view.clone();
     let at = p.as_of;
-    let edges = blocking(move || Ok(view.out_edges(&id, at, Freshness::Any)?)).await?;
-    let edges: Vec<_> = edges
+    let from = id.clone();
+    let mut edges = blocking(move || Ok(view.out_edges(&from, at, Freshness::Any)?)).await?;
+    edges.retain(|(k, _)| {
+        let (label, to) = edge_label_to(k);
+        p.label.as_deref().is_none_or(|want| want == label)
+            && after
+                .as_ref()
+                .is_none_or(|(al, ato)| (label, to) > (al.as_str(), ato.as_str()))
+    });
+    edges.sort_by(|(a, _), (b, _)| edge_label_to(a).cmp(&edge_label_to(b)));
+    let next = (edges.len() > limit).then(|| {
+        let (label, to) = edge_label_to(&edges[limit - 1].0);
+        edge_cursor(label, to)
+    });
+    let page = edges
         .iter()
-        .filter(|(k, _)| match (&p.label, k) {
-            (Some(want), ItemKey::Edge { label, .. }) => want == label,
-            _ => true,
-        })
-        .map(|(k, v)| version_json(k, v))
-        .collect();
-    Ok(Json(json!({ "node": p.node, "edges": edges })))
+        .take(limit)
+        .map(|(k, v)| version_out(k, v))
+        .collect::<ApiResult<Vec<_>>>()?;
+    json_answer(&EdgesPage {
+        node: &id,
+        edges: page,
+        next,
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -497,9 +664,22 @@ fn booting(name: &str) -> ApiError {
     )
 }
 
-async fn multiget(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<serde_json::Value>> {
+/// One multiget answer: a live item's version and its stored value text.
+#[derive(Debug, Serialize)]
+struct MultigetValue<'a> {
+    version: u64,
+    value: &'a RawValue,
+}
+
+#[derive(Debug, Serialize)]
+struct MultigetAnswer<'a> {
+    applied_index: u64,
+    values: Vec<Option<MultigetValue<'a>>>,
+}
+
+async fn multiget(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Response> {
     let body = read_body(&node, body, node.config.request_body_bytes_max).await?;
-    let req: MultigetJson = parse_json(&node, &body)?;
+    let req: MultigetJson = parse_json(&body)?;
     if req.items.len() > MULTIGET_ITEMS_MAX {
         return Err(ApiError::bad(format!(
             "{} items asked; a multiget takes at most {MULTIGET_ITEMS_MAX}",
@@ -511,11 +691,7 @@ async fn multiget(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<s
         .into_iter()
         .map(checked_key)
         .collect::<ApiResult<Vec<_>>>()?;
-    let timeout = Duration::from_millis(
-        req.timeout_ms
-            .unwrap_or(5_000)
-            .min(node.config.read_wait_ms_max),
-    );
+    let timeout = read_timeout(&node, req.timeout_ms)?;
     Counters::bump(&node.metrics.reads, 1);
     let view = node
         .memory
@@ -535,24 +711,32 @@ async fn multiget(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<s
         }
     }
     let (applied, values) = view.multiget(&keys);
-    let values: Vec<_> = values
-        .into_iter()
+    let values = values
+        .iter()
         .map(|v| {
-            v.map(|(index, text)| {
-                json!({"version": index.get(), "value": serde_json::from_str::<serde_json::Value>(&text).unwrap_or(serde_json::Value::Null)})
-            })
+            v.as_ref()
+                .map(|(index, text)| {
+                    Ok(MultigetValue {
+                        version: index.get(),
+                        value: raw_value(text)?,
+                    })
+                })
+                .transpose()
         })
-        .collect();
-    Ok(Json(
-        json!({ "applied_index": applied.get(), "values": values }),
-    ))
+        .collect::<ApiResult<Vec<_>>>()?;
+    json_answer(&MultigetAnswer {
+        applied_index: applied.get(),
+        values,
+    })
 }
 
 async fn index_lookup(
     State(node): State<Arc<Node>>,
-    Path(name): Path<String>,
-    Query(q): Query<BTreeMap<String, String>>,
+    name: Result<Path<String>, PathRejection>,
+    uri: Uri,
 ) -> ApiResult<Json<serde_json::Value>> {
+    let name = path_param(name)?;
+    let q = query_params(&uri)?;
     let Some((_, slot)) = node.indexes.iter().find(|(c, _)| c.name == name) else {
         let names: Vec<_> = node.indexes.iter().map(|(c, _)| c.name.as_str()).collect();
         return Err(ApiError::not_found(
@@ -591,8 +775,10 @@ async fn metrics(State(node): State<Arc<Node>>) -> Response {
         .into_response()
 }
 
-fn chunk_id(id: &str) -> ApiResult<ChunkId> {
-    id.parse()
+/// The chunk id of the URL: 64 hex digits.
+fn chunk_id(id: Result<Path<String>, PathRejection>) -> ApiResult<ChunkId> {
+    path_param(id)?
+        .parse()
         .map_err(|e: spindle_chunk::ParseChunkIdError| ApiError::bad(e.to_string()))
 }
 
@@ -660,10 +846,10 @@ async fn store_chunk(
 
 async fn put_chunk(
     State(node): State<Arc<Node>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     body: Body,
 ) -> ApiResult<Response> {
-    let want = chunk_id(&id)?;
+    let want = chunk_id(id)?;
     let body = read_body(&node, body, node.config.chunk_bytes_max).await?;
     store_chunk(node, body, Some(want)).await
 }
@@ -673,8 +859,11 @@ async fn post_chunk(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Resp
     store_chunk(node, body, None).await
 }
 
-async fn get_chunk(State(node): State<Arc<Node>>, Path(id): Path<String>) -> ApiResult<Response> {
-    let id = chunk_id(&id)?;
+async fn get_chunk(
+    State(node): State<Arc<Node>>,
+    id: Result<Path<String>, PathRejection>,
+) -> ApiResult<Response> {
+    let id = chunk_id(id)?;
     let n = node.clone();
     let data = blocking(move || n.chunks.get(&id).map_err(chunk_error)).await?;
     Counters::bump(&node.metrics.chunk_gets, 1);
@@ -690,9 +879,9 @@ async fn get_chunk(State(node): State<Arc<Node>>, Path(id): Path<String>) -> Api
 
 async fn head_chunk(
     State(node): State<Arc<Node>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> ApiResult<StatusCode> {
-    let id = chunk_id(&id)?;
+    let id = chunk_id(id)?;
     Ok(if node.chunks.has(&id) {
         StatusCode::OK
     } else {
@@ -702,14 +891,14 @@ async fn head_chunk(
 
 async fn delete_chunk(
     State(node): State<Arc<Node>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> ApiResult<StatusCode> {
-    let id = chunk_id(&id)?;
+    let id = chunk_id(id)?;
     let n = node.clone();
     let existed = blocking(move || n.chunks.delete(&id).map_err(chunk_error)).await?;
-    Ok(if existed {
-        StatusCode::NO_CONTENT
+    if existed {
+        Ok(StatusCode::NO_CONTENT)
     } else {
-        StatusCode::NOT_FOUND
-    })
+        Err(ApiError::not_found("not_found", format!("no chunk {id}")))
+    }
 }

@@ -2,7 +2,8 @@
 //! exactly as in a transaction's `writes` (docs/api.md):
 //! `{"item":{"kind":"node","id":"a"},"value":{...}}`; lines are grouped into transactions of
 //! `batch_writes` and sent with `requests_in_flight_max` outstanding. A bad line stops the
-//! load before anything after it is sent, and names the line.
+//! load before anything after it is sent, and names the line. Lines are sent as written,
+//! never re-serialised, so values reach the log byte for byte.
 
 use std::io::BufRead;
 
@@ -10,7 +11,30 @@ use anyhow::{bail, Context};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use hyper::Method;
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
 use crate::client::HttpClient;
+
+/// What a line must have to be a write; the server checks the rest.
+#[derive(Deserialize)]
+struct LineProbe {
+    item: Option<serde::de::IgnoredAny>,
+}
+
+/// A transaction body holding `writes` exactly as they were read.
+fn txn_body(writes: &[Box<RawValue>]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(16 + writes.iter().map(|w| w.get().len() + 1).sum::<usize>());
+    body.extend_from_slice(b"{\"writes\":[");
+    for (i, w) in writes.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(w.get().as_bytes());
+    }
+    body.extend_from_slice(b"]}");
+    body
+}
 
 /// What a load did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,12 +57,16 @@ pub async fn load(
     let batch_writes = batch_writes.clamp(1, spindle_core::txn::TXN_RECORDS_MAX);
     let mut report = LoadReport::default();
     let mut in_flight = FuturesUnordered::new();
-    let mut batch: Vec<serde_json::Value> = Vec::with_capacity(batch_writes);
-    let send = |writes: Vec<serde_json::Value>, first_line: u64| {
+    let mut batch: Vec<Box<RawValue>> = Vec::with_capacity(batch_writes);
+    let send = |writes: Vec<Box<RawValue>>, first_line: u64| {
         let client = client.clone();
         async move {
-            let body = serde_json::json!({ "writes": writes });
-            let (status, answer) = client.json(Method::POST, "/v1/txn", Some(&body)).await?;
+            let (status, answer) = client
+                .request(Method::POST, "/v1/txn", Some(txn_body(&writes)))
+                .await?;
+            let answer: serde_json::Value = serde_json::from_slice(&answer).with_context(|| {
+                format!("the answer to the transaction starting at line {first_line} is not JSON")
+            })?;
             if !status.is_success() {
                 bail!(
                     "the transaction starting at line {first_line} was refused ({status}): {}",
@@ -59,9 +87,10 @@ pub async fn load(
         if line.trim().is_empty() {
             continue;
         }
-        let write: serde_json::Value =
+        let write: Box<RawValue> =
             serde_json::from_str(&line).with_context(|| format!("line {line_no} is not JSON"))?;
-        if write.get("item").is_none() {
+        let probe: Option<LineProbe> = serde_json::from_str(write.get()).ok();
+        if probe.and_then(|p| p.item).is_none() {
             bail!("line {line_no} has no \"item\"; each line is one write");
         }
         if batch.is_empty() {

@@ -1,0 +1,181 @@
+//! What the HTTP surface accepts before a handler runs: the request line and headers within
+//! named bounds, query strings and path parameters decoded strictly (percent-decoded bytes
+//! must be UTF-8, no parameter twice), and bodies read within a size and a time bound.
+//!
+//! Every refusal here is an `ApiError`, so it has the JSON error shape of docs/api.md;
+//! nothing here changes state.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::path::ErrorKind;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, Request};
+use axum::http::{StatusCode, Uri};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body::Body as _;
+
+use crate::http::ApiError;
+
+/// Longest request target (path and query) in bytes; longer is `414`. An edge named by
+/// three fields of the longest lengths, every byte percent-encoded, fits.
+pub const URI_BYTES_MAX: usize = 16 << 10;
+/// Most bytes of request headers (names and values); more is `431`.
+pub const HEADER_BYTES_MAX: usize = 64 << 10;
+
+/// Refuse a request line or headers over their bounds with a JSON error. (Requests beyond
+/// the HTTP layer's own parse limits, about 400 KiB of head or 100 headers, are refused by it
+/// with an empty `414`/`431` and the connection closed.)
+pub async fn request_limits(req: Request, next: Next) -> Response {
+    let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if target > URI_BYTES_MAX {
+        return ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!("the request target is {target} bytes; the limit is {URI_BYTES_MAX}"),
+        )
+        .into_response();
+    }
+    let headers: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    if headers > HEADER_BYTES_MAX {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers_too_large",
+            format!("the request headers are {headers} bytes; the limit is {HEADER_BYTES_MAX}"),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// The query string's parameters, percent-decoded (`+` is a space). Refused: a malformed
+/// escape, a name or value that is not UTF-8 once decoded, a parameter given twice.
+pub fn query_params(uri: &Uri) -> Result<BTreeMap<String, String>, ApiError> {
+    let mut out = BTreeMap::new();
+    for pair in uri.query().unwrap_or("").split('&') {
+        if pair.is_empty() {
+            continue;
+        }
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let name = decode_component(name).map_err(|e| ApiError::bad(format!("query: {e}")))?;
+        let value = decode_component(value)
+            .map_err(|e| ApiError::bad(format!("query parameter {name:?}: {e}")))?;
+        if out.contains_key(&name) {
+            return Err(ApiError::bad(format!(
+                "query parameter {name:?} is given twice"
+            )));
+        }
+        out.insert(name, value);
+    }
+    Ok(out)
+}
+
+/// Percent-decode one query component and require UTF-8.
+pub fn decode_component(s: &str) -> Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = |at: usize| bytes.get(at).and_then(|b| (*b as char).to_digit(16));
+                let (Some(hi), Some(lo)) = (hex(i + 1), hex(i + 2)) else {
+                    return Err(format!(
+                        "malformed percent-escape at byte {i} (write '%' as %25)"
+                    ));
+                };
+                out.push((hi * 16 + lo) as u8);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|e| {
+        format!(
+            "not UTF-8 once percent-decoded (invalid byte at {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// One path parameter, or the JSON refusal of a malformed one (bad escape, not UTF-8).
+pub fn path_param(p: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    match p {
+        Ok(Path(s)) => Ok(s),
+        Err(PathRejection::FailedToDeserializePathParams(e)) => match e.kind() {
+            ErrorKind::InvalidUtf8InPathParam { key } => Err(ApiError::bad(format!(
+                "path parameter {key:?} is not UTF-8 once percent-decoded"
+            ))),
+            _ => Err(ApiError::bad(format!("path: {}", e.body_text()))),
+        },
+        Err(other) => Err(ApiError::bad(format!("path: {}", other.body_text()))),
+    }
+}
+
+/// Read a body of at most `limit` bytes within `time_max`. A declared `Content-Length` over
+/// the limit is refused before anything is read; a body that stops arriving is `408`.
+pub async fn read_body(body: Body, limit: usize, time_max: Duration) -> Result<Bytes, ApiError> {
+    let too_large = |got: &str| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("request body is over the limit of {limit} bytes ({got})"),
+        )
+    };
+    let declared = body.size_hint().lower();
+    if declared > limit as u64 {
+        return Err(too_large(&format!("Content-Length is {declared}")));
+    }
+    match tokio::time::timeout(time_max, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let source = e.into_inner();
+            if source.is::<http_body_util::LengthLimitError>() {
+                Err(too_large("it kept coming"))
+            } else {
+                Err(ApiError::bad(format!("request body broke off: {source}")))
+            }
+        }
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!(
+                "the request body did not arrive within {} ms (request_body_ms_max)",
+                time_max.as_millis()
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn components_decode_strictly() {
+        assert_eq!(decode_component("a+b%20c").unwrap(), "a b c");
+        assert_eq!(decode_component("%C3%A9").unwrap(), "é");
+        assert_eq!(decode_component("%e2%82%ac").unwrap(), "€");
+        for bad in ["%FF", "%C3", "%", "%4", "%zz", "%+1", "a%ed%a0%80"] {
+            assert!(decode_component(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn parameters_are_refused_twice() {
+        let uri: Uri = "/v1/item?node=a&node=b".parse().unwrap();
+        assert!(query_params(&uri).is_err());
+        let uri: Uri = "/v1/item?node=a&&label=%2B".parse().unwrap();
+        let q = query_params(&uri).unwrap();
+        assert_eq!(q["node"], "a");
+        assert_eq!(q["label"], "+");
+    }
+}
