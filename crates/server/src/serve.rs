@@ -96,6 +96,8 @@ pub async fn serve(
         .name("shutdown".into())
         .spawn(move || {
             stopper.shutdown();
+            // Release the node before saying so: a caller may reopen its files at once.
+            drop(stopper);
             let _ = stopped_tx.send(());
         })?;
     if tokio::time::timeout_at(deadline, stopped_rx).await.is_err() {

@@ -1,13 +1,12 @@
 //! A graceful shutdown lets the views reach the log's durable index even when the tailer
-//! is behind when it begins (feature `failpoints`: every tailer read is slowed down), so a
-//! restart resumes exactly where the log ends.
+//! is several batches behind when it begins (feature `failpoints`: every tailer read is
+//! slowed down), so a restart resumes exactly where the log ends.
 #![cfg(feature = "failpoints")]
 
 mod common;
 
-use hyper::{Method, StatusCode};
-use serde_json::json;
-use spindle_core::{Index, Partition};
+use spindle_core::{ItemKey, Partition, Transaction, Value};
+use spindle_server::fanout::TAIL_BATCH_RECORDS_MAX;
 use spindle_view::DiskView;
 
 #[test]
@@ -17,21 +16,26 @@ fn views_reach_the_durable_index_at_shutdown_though_the_tailer_lagged() {
         c.disk_partitions = 2;
         c.memory_view = false;
     });
-    fail::cfg("fanout::read", "sleep(20)").unwrap();
-    let client = server.http(None);
-    let mut last = 0;
+    fail::cfg("fanout::read", "sleep(200)").unwrap();
+    let node = server.node.clone();
+    // Several tailer batches' worth, appended at once: the slowed tailer is far behind.
+    let per_txn = 1000;
+    let txns: Vec<Transaction> = (0..3 * TAIL_BATCH_RECORDS_MAX / per_txn)
+        .map(|t| {
+            (0..per_txn).fold(Transaction::new(), |txn, i| {
+                let key = ItemKey::node(format!("n{t}-{i}")).unwrap();
+                txn.write(key, Value::json("{}").unwrap())
+            })
+        })
+        .collect();
     server.rt.block_on(async {
-        for i in 0..40 {
-            let body = json!({"writes": [{"item": {"kind": "node", "id": format!("n{i}")}, "value": {"i": i}}]});
-            let (status, answer) = client
-                .json(Method::POST, "/v1/txn", Some(&body))
-                .await
-                .unwrap();
-            assert_eq!(status, StatusCode::OK, "{answer}");
-            last = answer["index"].as_u64().unwrap();
+        for r in node.log.append_many(&txns).await {
+            r.unwrap();
         }
     });
-    let data_dir = server.node.config.data_dir.clone();
+    let durable = node.log.durable_index();
+    let data_dir = node.config.data_dir.clone();
+    drop(node);
     let _dir = server.stop();
     fail::remove("fanout::read");
     for i in 0..2 {
@@ -40,7 +44,7 @@ fn views_reach_the_durable_index_at_shutdown_though_the_tailer_lagged() {
             Partition::nth(i, 2),
         )
         .unwrap();
-        assert_eq!(view.applied_index(), Index::new(last), "disk-{i}");
+        assert_eq!(view.applied_index(), durable, "disk-{i}");
     }
     scenario.teardown();
 }
