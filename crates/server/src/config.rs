@@ -9,6 +9,15 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+/// Highest `tail_batch_records_max` accepted.
+pub const TAIL_BATCH_RECORDS_LIMIT: u32 = 1 << 16;
+/// Lowest `tail_batch_bytes_max` accepted.
+pub const TAIL_BATCH_BYTES_MIN: usize = 64 << 10;
+/// Highest `tail_streams_max`, `iterate_streams_max` and `carousel_groups_max` accepted.
+pub const STREAMS_LIMIT: usize = 4096;
+/// Lowest `shutdown_ms_max` accepted.
+pub const SHUTDOWN_MS_MIN: u64 = 100;
+
 /// One Index View: property value → node ids for the property at `pointer`.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -72,6 +81,23 @@ pub struct ServerConfig {
     pub disk_direct_reads: bool,
     /// Longest wait a read may ask for (`min_index` with `timeout_ms`).
     pub read_wait_ms_max: u64,
+    /// Most records in one `Tail` message (a client's `batch_records_max` above it is
+    /// lowered to it).
+    pub tail_batch_records_max: u32,
+    /// Most bytes in one `Tail` message, whole transactions only (a transaction larger
+    /// than this goes alone; every transaction fits the gRPC message limit).
+    pub tail_batch_bytes_max: usize,
+    /// `Tail` streams open at once; more are refused with RESOURCE_EXHAUSTED.
+    pub tail_streams_max: usize,
+    /// `Iterate` streams (each a rider thread) open at once; more are refused with
+    /// RESOURCE_EXHAUSTED.
+    pub iterate_streams_max: usize,
+    /// Distinct filter groups (kinds, keys-only, `from`, projection) each carousel encodes
+    /// for at once; a rider that would add one more is refused with RESOURCE_EXHAUSTED.
+    pub carousel_groups_max: usize,
+    /// Longest a graceful shutdown may take: in-flight requests, streams, and the views
+    /// draining to the durable index. Past it the node stops anyway and logs what was left.
+    pub shutdown_ms_max: u64,
 }
 
 impl Default for ServerConfig {
@@ -102,6 +128,12 @@ impl Default for ServerConfig {
             disk_block_cache_bytes: 0,
             disk_direct_reads: false,
             read_wait_ms_max: 60_000,
+            tail_batch_records_max: 4096,
+            tail_batch_bytes_max: 4 << 20,
+            tail_streams_max: 64,
+            iterate_streams_max: 64,
+            carousel_groups_max: 16,
+            shutdown_ms_max: 30_000,
         }
     }
 }
@@ -139,7 +171,12 @@ impl ServerConfig {
             chunk_bytes: self.iter_chunk_bytes,
             rider_lag_chunks_max: self.rider_lag_chunks_max,
             ring_slots: self.carousel_ring_slots,
+            groups_max: self.carousel_groups_max,
         }
+    }
+
+    pub fn shutdown_max(&self) -> Duration {
+        Duration::from_millis(self.shutdown_ms_max)
     }
 
     pub fn truncate_interval(&self) -> Duration {
@@ -209,7 +246,8 @@ impl ServerConfig {
         }
         if let Err(e) = self.carousel().check() {
             return bad(format!(
-                "carousel settings (iter_chunk_bytes, rider_lag_chunks_max): {e}"
+                "carousel settings (iter_chunk_bytes, carousel_ring_slots, rider_lag_chunks_max, \
+                 carousel_groups_max): {e}"
             ));
         }
         if self.request_body_ms_max == 0 {
@@ -217,6 +255,35 @@ impl ServerConfig {
         }
         if self.truncate_interval_ms == 0 {
             return bad("truncate_interval_ms must be at least 1".into());
+        }
+        if !(1..=TAIL_BATCH_RECORDS_LIMIT).contains(&self.tail_batch_records_max) {
+            return bad(format!(
+                "tail_batch_records_max is {}; it must be between 1 and {TAIL_BATCH_RECORDS_LIMIT}",
+                self.tail_batch_records_max
+            ));
+        }
+        let bytes_limit = crate::grpc::GRPC_SEND_BYTES_MAX;
+        if !(TAIL_BATCH_BYTES_MIN..=bytes_limit).contains(&self.tail_batch_bytes_max) {
+            return bad(format!(
+                "tail_batch_bytes_max is {}; it must be between {TAIL_BATCH_BYTES_MIN} and the \
+                 gRPC message limit {bytes_limit}",
+                self.tail_batch_bytes_max
+            ));
+        }
+        for (what, n) in [
+            ("tail_streams_max", self.tail_streams_max),
+            ("iterate_streams_max", self.iterate_streams_max),
+            ("carousel_groups_max", self.carousel_groups_max),
+        ] {
+            if !(1..=STREAMS_LIMIT).contains(&n) {
+                return bad(format!("{what} is {n}; it must be between 1 and {STREAMS_LIMIT}"));
+            }
+        }
+        if self.shutdown_ms_max < SHUTDOWN_MS_MIN {
+            return bad(format!(
+                "shutdown_ms_max is {}; it must be at least {SHUTDOWN_MS_MIN}",
+                self.shutdown_ms_max
+            ));
         }
         Ok(())
     }
@@ -272,6 +339,30 @@ mod tests {
             ..ServerConfig::default()
         };
         assert!(invalid(&c).contains("twice"));
+    }
+
+    #[test]
+    fn stream_and_batch_bounds_are_checked_at_load() {
+        let cases: [(&str, fn(&mut ServerConfig)); 8] = [
+            ("tail_batch_records_max", |c| c.tail_batch_records_max = 0),
+            ("tail_batch_records_max", |c| {
+                c.tail_batch_records_max = TAIL_BATCH_RECORDS_LIMIT + 1
+            }),
+            ("tail_batch_bytes_max", |c| c.tail_batch_bytes_max = 1024),
+            ("tail_batch_bytes_max", |c| {
+                c.tail_batch_bytes_max = crate::grpc::GRPC_SEND_BYTES_MAX + 1
+            }),
+            ("tail_streams_max", |c| c.tail_streams_max = 0),
+            ("iterate_streams_max", |c| c.iterate_streams_max = 0),
+            ("carousel_groups_max", |c| c.carousel_groups_max = 0),
+            ("shutdown_ms_max", |c| c.shutdown_ms_max = 0),
+        ];
+        for (key, edit) in cases {
+            let mut c = ServerConfig::default();
+            edit(&mut c);
+            let e = invalid(&c);
+            assert!(e.contains(key), "{key}: {e}");
+        }
     }
 
     #[test]

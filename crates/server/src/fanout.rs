@@ -8,8 +8,21 @@
 //! see, so nothing published before it joined is missed. Records at or below a view's
 //! applied index are skipped by the view's `apply`.
 
+//!
+//! Fault model: a read error is classified (`recovery`). An I/O error may be transient and
+//! is retried with backoff, at most `TAIL_RETRIES_MAX` times in a row; a corrupt frame, a
+//! truncated position or a closed log are permanent. When the tailer gives up, it records
+//! why in `TailerHealth`: status and metrics show it, and every read waiting for an applied
+//! index fails at once with the reason instead of timing out. Appends go on being
+//! acknowledged (they are durable in the log); the views catch up after a restart.
+//!
+//! Shutdown: when `stop` turns true the tailer keeps publishing up to the durable index of
+//! that moment (so the views reach it), then stops.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use spindle_core::{Index, Record};
 use spindle_log::{FileLog, ReadError, Tail};
@@ -25,16 +38,90 @@ pub type Slot = Option<Arc<[Record]>>;
 pub const TAIL_RING_SLOTS: usize = 256;
 /// Records the tailer asks the log for per read (reads end on a commit).
 pub const TAIL_BATCH_RECORDS_MAX: usize = 4096;
+/// Attempts after a transient read error, in a row, before the tailer gives up.
+pub const TAIL_RETRIES_MAX: u32 = 6;
+/// Pause before the first retry; it doubles with every further attempt.
+pub const TAIL_RETRY_MS_FIRST: u64 = 20;
+/// Longest pause between two attempts.
+pub const TAIL_RETRY_MS_MAX: u64 = 1_000;
 
 /// The tailer thread; it ends with the error that stopped it, if any.
 pub type Tailer = JoinHandle<Result<(), ReadError>>;
 
-/// Start the tailer thread from `from`. It stops when `stop` turns true; dropping its
-/// producer then closes the ring, and followers return once they have drained it.
+/// Whether the log tailer still feeds the views; shared by the tailer, status and readers.
+#[derive(Debug)]
+pub struct TailerHealth {
+    /// Why the tailer stopped for good (`None` while it runs or after a clean stop).
+    failed: watch::Sender<Option<String>>,
+    /// Read errors the tailer met, retried or not.
+    pub errors: AtomicU64,
+    /// Reads it attempted again after a transient error.
+    pub retries: AtomicU64,
+}
+
+impl Default for TailerHealth {
+    fn default() -> Self {
+        TailerHealth {
+            failed: watch::Sender::new(None),
+            errors: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+        }
+    }
+}
+
+impl TailerHealth {
+    /// Why the tailer stopped for good, if it has.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.borrow().clone()
+    }
+
+    /// A receiver that holds the failure once there is one.
+    pub fn subscribe(&self) -> watch::Receiver<Option<String>> {
+        self.failed.subscribe()
+    }
+
+    fn fail(&self, reason: String) {
+        tracing::error!("the log tailer stopped; every view is stalled: {reason}");
+        self.failed.send_replace(Some(reason));
+    }
+}
+
+/// What to do about a read error (a pure policy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// Read again after this pause.
+    Retry { after: Duration },
+    /// The error is permanent, or transient ones kept coming: stop.
+    GiveUp,
+}
+
+/// The recovery for `error` met on the `attempt`-th read in a row that failed (1-based).
+pub fn recovery(error: &ReadError, attempt: u32) -> Recovery {
+    match error {
+        ReadError::Io { .. } if attempt <= TAIL_RETRIES_MAX => {
+            let shift = (attempt - 1).min(16);
+            let ms = TAIL_RETRY_MS_FIRST
+                .saturating_mul(1 << shift)
+                .min(TAIL_RETRY_MS_MAX);
+            Recovery::Retry {
+                after: Duration::from_millis(ms),
+            }
+        }
+        ReadError::Io { .. }
+        | ReadError::Corrupt { .. }
+        | ReadError::Truncated { .. }
+        | ReadError::Closed => Recovery::GiveUp,
+    }
+}
+
+/// Start the tailer thread from `from`. When `stop` turns true it publishes up to the
+/// durable index of that moment and stops; dropping its producer then closes the ring, and
+/// followers return once they have drained it.
 pub fn start(
     log: Arc<FileLog>,
     from: Index,
     stop: watch::Receiver<bool>,
+    health: Arc<TailerHealth>,
 ) -> std::io::Result<(Ring<Slot>, Tailer)> {
     let (producer, ring) = RingBuilder::new(TAIL_RING_SLOTS)
         .name("log-tail")
@@ -46,38 +133,99 @@ pub fn start(
         .build()?;
     let handle = std::thread::Builder::new()
         .name("log-tailer".into())
-        .spawn(move || tail_into(&rt, log, from, producer, stop))?;
+        .spawn(move || rt.block_on(tail_into(log, from, producer, stop, &health)))?;
     Ok((ring, handle))
 }
 
-fn tail_into(
-    rt: &tokio::runtime::Runtime,
+/// An error injected by the `fanout::read` failpoint (`return(io)` or `return(corrupt)`).
+fn injected() -> Option<ReadError> {
+    fail::fail_point!("fanout::read", |arg| Some(match arg.as_deref() {
+        Some("corrupt") => ReadError::Corrupt {
+            file: "injected".into(),
+            offset: 0,
+            reason: "injected by the fanout::read failpoint".into(),
+        },
+        _ => ReadError::Io {
+            file: "injected".into(),
+            source: Arc::new(std::io::Error::other("injected by the fanout::read failpoint")),
+        },
+    }));
+    None
+}
+
+async fn tail_into(
     log: Arc<FileLog>,
     from: Index,
     mut producer: Producer<Slot>,
     mut stop: watch::Receiver<bool>,
+    health: &TailerHealth,
 ) -> Result<(), ReadError> {
-    rt.block_on(async move {
-        let mut tail = Tail::new(log, from, TAIL_BATCH_RECORDS_MAX);
-        loop {
-            if *stop.borrow_and_update() {
+    let mut tail = Tail::new(log.clone(), from, TAIL_BATCH_RECORDS_MAX);
+    let mut failed_reads = 0u32;
+    // Set when stopping: publish up to this index, then stop.
+    let mut drain_to: Option<Index> = None;
+    loop {
+        if drain_to.is_none() && *stop.borrow_and_update() {
+            drain_to = Some(log.durable_index());
+        }
+        if let Some(target) = drain_to {
+            if tail.position() > target {
                 return Ok(());
             }
+        } else {
             tokio::select! {
                 changed = stop.changed() => {
                     if changed.is_err() {
-                        return Ok(());
+                        drain_to = Some(log.durable_index());
                     }
+                    continue;
                 }
-                batch = tail.next_batch() => {
-                    let records: Arc<[Record]> = batch?.into();
-                    let mut claim = producer.claim(1);
-                    claim.with_slot(0, |slot| *slot = Some(records));
-                    claim.publish();
+                ready = log.wait_for(tail.position()) => {
+                    if let Err(e) = ready {
+                        health.fail(e.to_string());
+                        return Err(e);
+                    }
                 }
             }
         }
-    })
+        let batch = match injected() {
+            Some(e) => Err(e),
+            None => tail.next_batch().await,
+        };
+        match batch {
+            Ok(records) => {
+                failed_reads = 0;
+                let records: Arc<[Record]> = records.into();
+                let mut claim = producer.claim(1);
+                claim.with_slot(0, |slot| *slot = Some(records));
+                claim.publish();
+            }
+            Err(e) => {
+                failed_reads += 1;
+                health.errors.fetch_add(1, Ordering::Relaxed);
+                match recovery(&e, failed_reads) {
+                    Recovery::GiveUp => {
+                        let next = tail.position();
+                        health.fail(if failed_reads > 1 {
+                            format!("reading index {next}: {e} (gave up after {failed_reads} attempts)")
+                        } else {
+                            format!("reading index {next}: {e}")
+                        });
+                        return Err(e);
+                    }
+                    Recovery::Retry { after } => {
+                        tracing::warn!(
+                            "log tailer: {e}; reading again in {} ms (attempt {failed_reads} \
+                             of {TAIL_RETRIES_MAX})",
+                            after.as_millis()
+                        );
+                        health.retries.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(after).await;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Feed `view` from the ring until it closes. `on_applied` hears every new applied index.
@@ -127,4 +275,46 @@ fn catch_up<V: Applier + ?Sized>(view: &V, log: &FileLog, target: Index) -> Resu
         view.apply(&records)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io() -> ReadError {
+        ReadError::Io {
+            file: "f".into(),
+            source: Arc::new(std::io::Error::other("eio")),
+        }
+    }
+
+    #[test]
+    fn transient_errors_are_retried_with_growing_pauses_then_given_up() {
+        let mut last = Duration::ZERO;
+        for attempt in 1..=TAIL_RETRIES_MAX {
+            let Recovery::Retry { after } = recovery(&io(), attempt) else {
+                panic!("attempt {attempt} of an I/O error was not retried");
+            };
+            assert!(after >= last && after <= Duration::from_millis(TAIL_RETRY_MS_MAX));
+            last = after;
+        }
+        assert_eq!(recovery(&io(), TAIL_RETRIES_MAX + 1), Recovery::GiveUp);
+        assert_eq!(recovery(&io(), u32::MAX), Recovery::GiveUp);
+    }
+
+    #[test]
+    fn corruption_truncation_and_a_closed_log_are_permanent() {
+        let permanent = [
+            ReadError::Truncated { first: Index::new(9) },
+            ReadError::Corrupt {
+                file: "f".into(),
+                offset: 3,
+                reason: "crc".into(),
+            },
+            ReadError::Closed,
+        ];
+        for e in permanent {
+            assert_eq!(recovery(&e, 1), Recovery::GiveUp, "{e}");
+        }
+    }
 }

@@ -5,6 +5,14 @@
 //! bounded channel: a slow client slows its producer (and, on the carousel, gets demoted),
 //! and a client that disconnects makes the next send fail, which drops the rider and frees
 //! its seat.
+//!
+//! Bounds: `iterate_streams_max` and `tail_streams_max` streams at once (more are refused
+//! with RESOURCE_EXHAUSTED); a `Tail` message holds at most `tail_batch_records_max` records
+//! and `tail_batch_bytes_max` bytes of whole transactions (a larger transaction goes alone,
+//! and always fits `GRPC_SEND_BYTES_MAX`); log reads run on the blocking pool.
+//!
+//! Shutdown: when the node begins to stop, every stream ends with UNAVAILABLE ("server
+//! shutting down") and its producer is detached, even one whose client stopped reading.
 
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -13,11 +21,13 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use futures_util::Stream;
-use spindle_core::{Index, Partition};
-use spindle_log::{ReadError, Tail};
-use spindle_view::{IterRequest, Kinds};
-use tokio::sync::mpsc;
+use futures_util::{Stream, StreamExt};
+use prost::Message as _;
+use spindle_core::txn::TXN_BYTES_MAX;
+use spindle_core::{Index, Partition, Record, TXN_RECORDS_MAX};
+use spindle_log::{FileLog, ReadError};
+use spindle_view::{IterError, IterRequest, Kinds};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::codegen::{
     http, Body as HttpBody, BoxFuture, InterceptedService, Service as CodegenService, StdError,
@@ -37,6 +47,92 @@ pub const GRPC_SEND_BYTES_MAX: usize = 16 << 20;
 pub const GRPC_RECEIVE_BYTES_MAX: usize = 64 << 10;
 /// Records per tail batch when the client does not say.
 pub const TAIL_BATCH_RECORDS_DEFAULT: usize = 1024;
+/// Records the first log read of a `Tail` message asks for; later reads are sized by the
+/// largest record seen, so one message reads about `tail_batch_bytes_max` from the log.
+pub const TAIL_READ_RECORDS_FIRST: usize = 16;
+/// Bytes a record adds to a `RecordBatch` beyond its key and value: tags, lengths, index
+/// and commit flag.
+pub const TAIL_RECORD_OVERHEAD_BYTES_MAX: usize = 32;
+/// The largest `RecordBatch` holding one transaction.
+pub const TAIL_TXN_MESSAGE_BYTES_MAX: usize =
+    TXN_BYTES_MAX + TXN_RECORDS_MAX * TAIL_RECORD_OVERHEAD_BYTES_MAX;
+const _: () = assert!(
+    TAIL_TXN_MESSAGE_BYTES_MAX < GRPC_SEND_BYTES_MAX,
+    "every transaction must fit one Tail message"
+);
+/// The status every stream ends with when the node stops.
+pub const SHUTTING_DOWN: &str = "server shutting down; reconnect to another node or retry";
+
+/// The status a stream ends with when the node stops.
+pub fn shutting_down() -> Status {
+    Status::unavailable(SHUTTING_DOWN)
+}
+
+/// Resolves once `stop` holds true (or its sender is gone).
+pub async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// `stream`, ended with UNAVAILABLE as soon as `stop` turns true (pending messages are
+/// dropped: the client cannot finish anyway and must resume elsewhere).
+pub fn until_stopped<T: Send + 'static>(
+    stream: impl Stream<Item = Result<T, Status>> + Send + Unpin + 'static,
+    stop: watch::Receiver<bool>,
+) -> BoxStream<T> {
+    let state = (stream, stop, false);
+    Box::pin(futures_util::stream::unfold(
+        state,
+        |(mut stream, mut stop, done)| async move {
+            if done {
+                return None;
+            }
+            tokio::select! {
+                biased;
+                () = stopped(&mut stop) => Some((Err(shutting_down()), (stream, stop, true))),
+                item = stream.next() => {
+                    let item = item?;
+                    let failed = item.is_err();
+                    Some((item, (stream, stop, failed)))
+                }
+            }
+        },
+    ))
+}
+
+/// Streams of one kind open at once, bounded by a named configuration limit.
+#[derive(Debug)]
+pub struct StreamSeats {
+    what: &'static str,
+    limit_name: &'static str,
+    seats: Arc<Semaphore>,
+    max: usize,
+}
+
+impl StreamSeats {
+    pub fn new(what: &'static str, limit_name: &'static str, max: usize) -> Self {
+        StreamSeats {
+            what,
+            limit_name,
+            seats: Arc::new(Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// A seat for one more stream, or RESOURCE_EXHAUSTED naming the limit.
+    pub fn take(&self) -> Result<OwnedSemaphorePermit, Status> {
+        self.seats.clone().try_acquire_owned().map_err(|_| {
+            Status::resource_exhausted(format!(
+                "{} {} streams are open, the server's {} limit; retry when one ends",
+                self.max, self.what, self.limit_name
+            ))
+        })
+    }
+
+    /// Streams open now.
+    pub fn open(&self) -> usize {
+        self.max - self.seats.available_permits()
+    }
+}
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -105,6 +201,12 @@ impl<D: prost::Message + Default> tonic::codec::Decoder for ProtoDecoder<D> {
 #[derive(Clone, Debug)]
 pub struct Service {
     node: Arc<Node>,
+}
+
+impl Service {
+    pub(crate) fn node(&self) -> &Arc<Node> {
+        &self.node
+    }
 }
 
 /// The routes of the service, as tonic's server expects them.
@@ -264,26 +366,46 @@ impl Service {
             )));
         };
         let req = iter_request(r, slot.view.partition())?;
+        if *node.stopping().borrow() {
+            return Err(shutting_down());
+        }
+        let seat = node.iterate_seats.take()?;
         let rider = if r.dedicated {
             slot.carousel.dedicated(&req)
         } else {
             slot.carousel.board(&req)
         };
-        let mut rider = rider.map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let mut rider = rider.map_err(|e| match e {
+            IterError::CarouselGroupsFull { .. } => Status::resource_exhausted(format!(
+                "{e} (the server's carousel_groups_max)"
+            )),
+            other => Status::invalid_argument(other.to_string()),
+        })?;
         Counters::bump(&node.metrics.iterations, 1);
         let (tx, rx) = mpsc::channel(STREAM_MESSAGES_MAX);
         let node = node.clone();
+        let mut stop = node.stopping();
+        let runtime = tokio::runtime::Handle::current();
         std::thread::Builder::new()
             .name(format!("rider-{}", slot.id))
             .spawn(move || {
+                let _seat = seat;
                 while let Some(chunk) = rider.next_chunk() {
                     let message = chunk.map_err(|e| Status::internal(e.to_string()));
                     if let Ok(frames) = &message {
                         Counters::bump(&node.metrics.iteration_bytes, frames.len() as u64);
                     }
                     let failed = message.is_err();
-                    // A send error means the client went away: dropping the rider frees it.
-                    if tx.blocking_send(message).is_err() || failed {
+                    // A send error means the client went away, and a stopping node
+                    // detaches a rider whose client stopped reading: either way, dropping
+                    // the rider frees its seat.
+                    let sent = runtime.block_on(async {
+                        tokio::select! {
+                            sent = tx.send(message) => sent.is_ok(),
+                            () = stopped(&mut stop) => false,
+                        }
+                    });
+                    if !sent || failed {
                         return;
                     }
                 }
@@ -305,47 +427,218 @@ impl Service {
                 "index {from} was truncated; the first retained index is {first}"
             )));
         }
-        let batch = match r.batch_records_max {
-            0 => TAIL_BATCH_RECORDS_DEFAULT,
-            n => n as usize,
+        let config = &node.config;
+        let limits = TailLimits {
+            records_max: match r.batch_records_max {
+                0 => TAIL_BATCH_RECORDS_DEFAULT,
+                n => n as usize,
+            }
+            .min(config.tail_batch_records_max as usize),
+            bytes_max: config.tail_batch_bytes_max,
         };
+        if *node.stopping().borrow() {
+            return Err(shutting_down());
+        }
+        let seat = node.tail_seats.take()?;
         Counters::bump(&node.metrics.tails, 1);
         let (tx, rx) = mpsc::channel(STREAM_MESSAGES_MAX);
-        let mut stop = node.stopping();
+        let stop = node.stopping();
         tokio::spawn(async move {
-            let mut tail = Tail::new(node.log.clone(), from, batch);
+            let _seat = seat;
+            let mut next = from;
             loop {
-                let next = tokio::select! {
-                    batch = tail.next_batch() => batch,
-                    _ = stop.changed() => return,
+                let read = tokio::select! {
+                    ready = node.log.wait_for(next) => ready,
                     _ = tx.closed() => return,
                 };
-                let message = next.map(record_batch).map_err(|e| match e {
-                    ReadError::Truncated { first } => Status::out_of_range(format!(
-                        "the log was truncated past the tail; the first retained index is {first}"
-                    )),
-                    other => Status::internal(other.to_string()),
-                });
-                let failed = message.is_err();
-                if tx.send(message).await.is_err() || failed {
-                    return;
+                let log = node.log.clone();
+                let read = match read {
+                    Ok(_) => tokio::task::spawn_blocking(move || read_messages(&log, next, limits))
+                        .await
+                        .unwrap_or_else(|e| Err(ReadError::Io {
+                            file: "tail".into(),
+                            source: Arc::new(std::io::Error::other(e.to_string())),
+                        })),
+                    Err(e) => Err(e),
+                };
+                let messages = match read {
+                    Ok(messages) => messages,
+                    Err(e) => {
+                        let _ = tx.send(Err(tail_status(e))).await;
+                        return;
+                    }
+                };
+                for message in messages {
+                    if let Some(last) = message.records.last() {
+                        next = Index::new(last.index).next();
+                    }
+                    if tx.send(Ok(message)).await.is_err() {
+                        return;
+                    }
                 }
             }
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(Response::new(until_stopped(ReceiverStream::new(rx), stop)))
     }
 }
 
-fn record_batch(records: Vec<spindle_core::Record>) -> proto::RecordBatch {
-    proto::RecordBatch {
-        records: records
-            .into_iter()
-            .map(|r| proto::Record {
-                index: r.index.get(),
-                commit: r.commit,
-                key: r.key.to_bytes(),
-                value: r.value.as_json().map(str::to_owned),
-            })
-            .collect(),
+fn tail_status(e: ReadError) -> Status {
+    match e {
+        ReadError::Truncated { first } => Status::out_of_range(format!(
+            "the log was truncated past the tail; the first retained index is {first}"
+        )),
+        other => Status::internal(other.to_string()),
+    }
+}
+
+/// How much one `Tail` message may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TailLimits {
+    pub records_max: usize,
+    pub bytes_max: usize,
+}
+
+/// Read durable records from `from` for about one message's worth, and split them into
+/// messages within `limits`. Reads are sized by the largest record seen so far, so memory
+/// stays near `bytes_max` plus one transaction.
+pub fn read_messages(
+    log: &FileLog,
+    from: Index,
+    limits: TailLimits,
+) -> Result<Vec<proto::RecordBatch>, ReadError> {
+    let mut records = Vec::new();
+    let mut bytes = 0usize;
+    let mut record_bytes_max = 0usize;
+    let mut next = from;
+    while records.len() < limits.records_max && bytes < limits.bytes_max {
+        let budget = match record_bytes_max {
+            0 => TAIL_READ_RECORDS_FIRST,
+            b => (limits.bytes_max - bytes) / b,
+        };
+        let want = budget.clamp(1, limits.records_max - records.len());
+        let read = log.read(next, want)?;
+        let Some(last) = read.last() else { break };
+        next = last.index.next();
+        for r in read {
+            let r = proto_record(r);
+            let len = record_message_len(&r);
+            record_bytes_max = record_bytes_max.max(len);
+            bytes += len;
+            records.push(r);
+        }
+    }
+    Ok(split_messages(records, limits))
+}
+
+/// Bytes `record` adds to a `RecordBatch`.
+pub fn record_message_len(record: &proto::Record) -> usize {
+    let len = record.encoded_len();
+    1 + prost::encoding::encoded_len_varint(len as u64) + len
+}
+
+/// Cut `records` (whole transactions) into messages of whole transactions, each within
+/// `limits`, except that a transaction larger than the limits goes alone (a pure policy).
+pub fn split_messages(records: Vec<proto::Record>, limits: TailLimits) -> Vec<proto::RecordBatch> {
+    let mut out = Vec::new();
+    let mut current: Vec<proto::Record> = Vec::new();
+    let mut current_bytes = 0usize;
+    let mut txn: Vec<proto::Record> = Vec::new();
+    let mut txn_bytes = 0usize;
+    for r in records {
+        txn_bytes += record_message_len(&r);
+        let commit = r.commit;
+        txn.push(r);
+        if !commit {
+            continue;
+        }
+        let fits = current.len() + txn.len() <= limits.records_max
+            && current_bytes + txn_bytes <= limits.bytes_max;
+        if !fits && !current.is_empty() {
+            out.push(proto::RecordBatch {
+                records: std::mem::take(&mut current),
+            });
+            current_bytes = 0;
+        }
+        current.append(&mut txn);
+        current_bytes += std::mem::take(&mut txn_bytes);
+    }
+    // Reads end on a commit; a trailing partial transaction cannot occur, but is kept.
+    current.append(&mut txn);
+    if !current.is_empty() {
+        out.push(proto::RecordBatch { records: current });
+    }
+    out
+}
+
+fn proto_record(r: Record) -> proto::Record {
+    proto::Record {
+        index: r.index.get(),
+        commit: r.commit,
+        key: r.key.to_bytes(),
+        value: r.value.as_json().map(str::to_owned),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Transactions of the given sizes, each record carrying `value_bytes` of value.
+    fn records(txns: &[usize], value_bytes: usize) -> Vec<proto::Record> {
+        let mut out = Vec::new();
+        for &n in txns {
+            for i in 0..n {
+                out.push(proto::Record {
+                    index: out.len() as u64 + 1,
+                    commit: i + 1 == n,
+                    key: vec![b'k'; 8],
+                    value: Some("v".repeat(value_bytes)),
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn messages_hold_whole_transactions_within_the_limits() {
+        let limits = TailLimits {
+            records_max: 10,
+            bytes_max: 2_000,
+        };
+        for (txns, value_bytes) in [
+            (vec![1; 50], 10),
+            (vec![3, 4, 5, 2, 9, 1, 1], 10),
+            (vec![2, 30, 2], 10),
+            (vec![1, 1, 1, 5, 1], 900),
+            (vec![4], 1_000),
+        ] {
+            let input = records(&txns, value_bytes);
+            let messages = split_messages(input.clone(), limits);
+            let mut rejoined = Vec::new();
+            for m in &messages {
+                let last = m.records.last().expect("no empty message");
+                assert!(last.commit, "{txns:?}: a message ends on a commit");
+                let commits = m.records.iter().filter(|r| r.commit).count();
+                let bytes: usize = m.records.iter().map(record_message_len).sum();
+                assert_eq!(bytes, m.encoded_len());
+                if commits > 1 {
+                    assert!(m.records.len() <= limits.records_max, "{txns:?}");
+                    assert!(bytes <= limits.bytes_max, "{txns:?}: {bytes}");
+                }
+                rejoined.extend(m.records.iter().cloned());
+            }
+            assert_eq!(rejoined, input, "{txns:?}: nothing lost, reordered or repeated");
+        }
+    }
+
+    #[test]
+    fn messages_are_not_cut_smaller_than_the_limits_allow() {
+        let limits = TailLimits {
+            records_max: 10,
+            bytes_max: 1 << 20,
+        };
+        let messages = split_messages(records(&[1; 35], 10), limits);
+        let sizes: Vec<_> = messages.iter().map(|m| m.records.len()).collect();
+        assert_eq!(sizes, [10, 10, 10, 5]);
     }
 }

@@ -93,6 +93,20 @@ impl From<ViewError> for ApiError {
     }
 }
 
+impl From<crate::node::WaitError> for ApiError {
+    fn from(e: crate::node::WaitError) -> Self {
+        use crate::node::WaitError;
+        match e {
+            WaitError::Timeout { .. } => {
+                ApiError::new(StatusCode::GATEWAY_TIMEOUT, "not_yet_applied", e.to_string())
+            }
+            WaitError::Stalled { .. } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "views_stalled", e.to_string())
+            }
+        }
+    }
+}
+
 type ApiResult<T> = Result<T, ApiError>;
 
 /// The HTTP router over `node`.
@@ -444,10 +458,7 @@ async fn wait_disk(
     timeout: Duration,
 ) -> ApiResult<()> {
     if let Some(index) = index {
-        node.disk_for(key)
-            .view
-            .wait_applied_async(index, timeout)
-            .await?;
+        node.disk_for(key).wait_applied(index, timeout).await?;
     }
     Ok(())
 }
@@ -698,17 +709,7 @@ async fn multiget(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Respon
         .get()
         .ok_or_else(|| booting(&node.memory.name))?;
     if let Some(min) = req.min_index.map(Index::new) {
-        if !node.memory.wait_applied(min, timeout).await {
-            return Err(ApiError::new(
-                StatusCode::GATEWAY_TIMEOUT,
-                "not_yet_applied",
-                format!(
-                    "the Memory View has applied {} and did not reach {min} within {} ms",
-                    node.memory.applied(),
-                    timeout.as_millis()
-                ),
-            ));
-        }
+        node.memory.wait_applied(min, timeout).await?;
     }
     let (applied, values) = view.multiget(&keys);
     let values = values

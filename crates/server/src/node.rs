@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use spindle_chunk::ChunkStore;
@@ -26,7 +26,7 @@ use spindle_view::{
 use tokio::sync::watch;
 
 use crate::config::{IndexConfig, ServerConfig};
-use crate::fanout::{self, Slot};
+use crate::fanout::{self, Slot, TailerHealth};
 
 /// Why the node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -87,12 +87,128 @@ pub enum NodeError {
     Thread(std::io::Error),
 }
 
+/// Why a read that waits for an applied index did not get it.
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    #[error(
+        "view {view} has applied {applied} and did not reach {wanted} within {waited_ms} ms"
+    )]
+    Timeout {
+        view: String,
+        wanted: Index,
+        applied: Index,
+        waited_ms: u64,
+    },
+    /// The view stopped following the log: waiting longer cannot help.
+    #[error(
+        "view {view} has applied {applied} and will not reach {wanted}: it stopped following \
+         the log ({reason}); acknowledged writes are safe in the log, and a restart resumes \
+         the views"
+    )]
+    Stalled {
+        view: String,
+        wanted: Index,
+        applied: Index,
+        reason: String,
+    },
+}
+
+/// Why a view stopped following the log, once it has (its follower failed, or the log
+/// tailer that feeds every view did). Readers waiting for an index fail at once on it.
+#[derive(Debug)]
+pub struct Stall(watch::Sender<Option<String>>);
+
+impl Default for Stall {
+    fn default() -> Self {
+        Stall(watch::Sender::new(None))
+    }
+}
+
+impl Stall {
+    /// Record the first reason; later ones are dropped.
+    pub fn set(&self, reason: String) {
+        self.0.send_if_modified(|r| {
+            let first = r.is_none();
+            if first {
+                *r = Some(reason);
+            }
+            first
+        });
+    }
+
+    pub fn reason(&self) -> Option<String> {
+        self.0.borrow().clone()
+    }
+
+    /// Wait until `reached` resolves (true: the index was applied; false: timed out) or the
+    /// view stalls, whichever comes first; an index already applied wins over a stall.
+    async fn wait(
+        &self,
+        view: &str,
+        wanted: Index,
+        timeout: Duration,
+        applied: impl Fn() -> Index,
+        reached: impl std::future::Future<Output = bool>,
+    ) -> Result<Index, WaitError> {
+        let started = Instant::now();
+        let mut stall = self.0.subscribe();
+        let stalled = async move {
+            let reason = stall
+                .wait_for(Option::is_some)
+                .await
+                .ok()
+                .map(|r| r.clone().unwrap_or_default());
+            match reason {
+                Some(reason) => reason,
+                // The sender lives as long as the view: never closed while waited on.
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            ok = tokio::time::timeout(timeout, reached) => match ok {
+                Ok(true) => Ok(applied()),
+                Ok(false) | Err(_) => Err(WaitError::Timeout {
+                    view: view.to_owned(),
+                    wanted,
+                    applied: applied(),
+                    waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                }),
+            },
+            reason = stalled => {
+                let applied = applied();
+                if applied >= wanted {
+                    return Ok(applied);
+                }
+                Err(WaitError::Stalled { view: view.to_owned(), wanted, applied, reason })
+            }
+        }
+    }
+}
+
 /// One Disk View partition and its carousel.
 #[derive(Debug)]
 pub struct DiskSlot {
     pub id: String,
     pub view: Arc<DiskView>,
     pub carousel: Carousel,
+    /// Set when the view stops following the log.
+    pub stall: Stall,
+}
+
+impl DiskSlot {
+    /// Wait until the view has applied `index`: at most `timeout`, and not at all once the
+    /// view has stopped following the log.
+    pub async fn wait_applied(&self, index: Index, timeout: Duration) -> Result<Index, WaitError> {
+        let view = &self.view;
+        let reached = async {
+            // `wait_applied_async` times out on its own; the outer bound is the same.
+            view.wait_applied_async(index, timeout).await.is_ok()
+        };
+        self.stall
+            .wait(&self.id, index, timeout, || view.applied_index(), reached)
+            .await
+    }
 }
 
 /// A view that is rebuilt by booting on every start: empty until its boot finishes.
@@ -102,6 +218,8 @@ pub struct Booted<V> {
     view: OnceLock<Arc<V>>,
     /// The applied index, for readers that wait for a minimum index.
     applied: watch::Sender<Index>,
+    /// Set when the view stops following the log (or its boot failed).
+    pub stall: Stall,
 }
 
 impl<V> Booted<V> {
@@ -110,6 +228,7 @@ impl<V> Booted<V> {
             name,
             view: OnceLock::new(),
             applied: watch::Sender::new(Index::ZERO),
+            stall: Stall::default(),
         }
     }
 
@@ -122,14 +241,14 @@ impl<V> Booted<V> {
         *self.applied.borrow()
     }
 
-    /// Wait until the view has applied `index`; false on timeout.
-    pub async fn wait_applied(&self, index: Index, timeout: std::time::Duration) -> bool {
+    /// Wait until the view has applied `index`: at most `timeout`, and not at all once the
+    /// view has stopped following the log.
+    pub async fn wait_applied(&self, index: Index, timeout: Duration) -> Result<Index, WaitError> {
         let mut rx = self.applied.subscribe();
-        let reached = matches!(
-            tokio::time::timeout(timeout, rx.wait_for(|a| *a >= index)).await,
-            Ok(Ok(_))
-        );
-        reached
+        let reached = async move { rx.wait_for(|a| *a >= index).await.is_ok() };
+        self.stall
+            .wait(&self.name, index, timeout, || self.applied(), reached)
+            .await
     }
 }
 
@@ -167,11 +286,20 @@ pub struct Node {
     pub boots: Mutex<Vec<BootState>>,
     pub truncation: Mutex<TruncationState>,
     pub tail_ring: Ring<Slot>,
+    /// Whether the log tailer still feeds the views.
+    pub tailer_health: Arc<TailerHealth>,
+    /// Open `Iterate` streams, at most `iterate_streams_max`.
+    pub iterate_seats: crate::grpc::StreamSeats,
+    /// Open `Tail` streams, at most `tail_streams_max`.
+    pub tail_seats: crate::grpc::StreamSeats,
     /// Worker failures (a view follower that stopped): reported by status and metrics.
     pub failures: Mutex<Vec<String>>,
     pub metrics: crate::status::Counters,
     pub started: Instant,
+    /// Turns true when the node begins to stop: streams end, the truncation worker stops.
     stop: watch::Sender<bool>,
+    /// Turns true when the tailer is to drain to the durable index and stop.
+    tailer_stop: watch::Sender<bool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     tailer: Mutex<Option<fanout::Tailer>>,
 }
@@ -276,6 +404,7 @@ impl Node {
                 id: format!("disk-{i}"),
                 carousel,
                 view,
+                stall: Stall::default(),
             });
         }
         for d in &disks {
@@ -296,9 +425,12 @@ impl Node {
             .min()
             .unwrap_or(Index::ZERO)
             .next();
-        let (stop, stop_rx) = watch::channel(false);
+        let (stop, _) = watch::channel(false);
+        let (tailer_stop, tailer_stop_rx) = watch::channel(false);
+        let tailer_health = Arc::new(TailerHealth::default());
         let (tail_ring, tailer) =
-            fanout::start(log.clone(), from, stop_rx).map_err(NodeError::Thread)?;
+            fanout::start(log.clone(), from, tailer_stop_rx, tailer_health.clone())
+                .map_err(NodeError::Thread)?;
         let indexes = config
             .index_views
             .iter()
@@ -314,10 +446,22 @@ impl Node {
             boots: Mutex::new(Vec::new()),
             truncation: Mutex::new(TruncationState::default()),
             tail_ring,
+            tailer_health,
+            iterate_seats: crate::grpc::StreamSeats::new(
+                "Iterate",
+                "iterate_streams_max",
+                config.iterate_streams_max,
+            ),
+            tail_seats: crate::grpc::StreamSeats::new(
+                "Tail",
+                "tail_streams_max",
+                config.tail_streams_max,
+            ),
             failures: Mutex::new(Vec::new()),
             metrics: crate::status::Counters::default(),
             started: Instant::now(),
             stop,
+            tailer_stop,
             threads: Mutex::new(Vec::new()),
             tailer: Mutex::new(Some(tailer)),
             config,
@@ -346,19 +490,31 @@ impl Node {
         self.failures.lock().push(what);
     }
 
+    /// A follower returned: if the ring closed because the tailer failed (not because the
+    /// node stops), the view is stalled.
+    fn follower_ended(&self, stall: &Stall, result: Result<(), String>) {
+        match result {
+            Err(reason) => stall.set(reason),
+            Ok(()) => {
+                if let Some(reason) = self.tailer_health.failure() {
+                    stall.set(format!("the log tailer stopped: {reason}"));
+                }
+            }
+        }
+    }
+
     fn start_disk_followers(self: &Arc<Self>) -> Result<(), NodeError> {
         for i in 0..self.disks.len() {
             let name = format!("follow-{}", self.disks[i].id);
             self.spawn(name.clone(), move |node| {
                 let slot = &node.disks[i];
-                if let Err(e) =
-                    fanout::follow(&name, &*slot.view, &node.log, &node.tail_ring, |_| {})
-                {
-                    node.fail(format!(
-                        "Disk View {} stopped following the log: {e}",
-                        slot.id
-                    ));
-                }
+                let result = fanout::follow(&name, &*slot.view, &node.log, &node.tail_ring, |_| {})
+                    .map_err(|e| {
+                        let what = format!("Disk View {} stopped following the log: {e}", slot.id);
+                        node.fail(what.clone());
+                        what
+                    });
+                node.follower_ended(&slot.stall, result);
             })?;
         }
         Ok(())
@@ -467,7 +623,9 @@ impl Node {
             Ok(view) => Arc::new(view),
             Err(e) => {
                 self.boots.lock()[at].error = Some(e.clone());
-                self.fail(format!("booting {} failed: {e}", slot.name));
+                let what = format!("booting {} failed: {e}", slot.name);
+                self.fail(what.clone());
+                slot.stall.set(what);
                 return;
             }
         };
@@ -484,9 +642,12 @@ impl Node {
             hold.lock().take();
             slot.applied.send_replace(applied);
         });
-        if let Err(e) = followed {
-            self.fail(format!("{} stopped following the log: {e}", slot.name));
-        }
+        let result = followed.map_err(|e| {
+            let what = format!("{} stopped following the log: {e}", slot.name);
+            self.fail(what.clone());
+            what
+        });
+        self.follower_ended(&slot.stall, result);
     }
 
     /// The truncation coordinator's decision now (DESIGN.md §7). A Disk View counts at its
@@ -578,10 +739,19 @@ impl Node {
         self.stop.subscribe()
     }
 
-    /// Stop the workers, let the followers drain what the tailer published, persist the
-    /// Disk Views' applied indexes, and close the log. Call after the listeners stopped.
-    pub fn shutdown(&self) {
+    /// Begin stopping: every gRPC stream ends with UNAVAILABLE and its rider is detached,
+    /// the truncation worker stops. The tailer and the views go on until `shutdown`.
+    pub fn begin_shutdown(&self) {
         self.stop.send_replace(true);
+    }
+
+    /// Stop the workers: the tailer publishes up to the durable index and stops, the
+    /// followers drain the ring, the Disk Views persist their applied indexes, and the log
+    /// is closed. Call after the listeners stopped (no appends arrive any more). A view that
+    /// did not reach the durable index is named in the log with the reason.
+    pub fn shutdown(&self) {
+        self.begin_shutdown();
+        self.tailer_stop.send_replace(true);
         if let Some(tailer) = self.tailer.lock().take() {
             match tailer.join() {
                 Ok(Ok(())) => {}
@@ -612,7 +782,45 @@ impl Node {
                 tracing::error!("flushing {}: {e}", d.id);
             }
         }
+        self.report_drain();
         self.log.close();
+    }
+
+    /// Log each view that stopped below the durable index, and why.
+    fn report_drain(&self) {
+        let durable = self.log.durable_index();
+        let stalls = self
+            .disks
+            .iter()
+            .map(|d| (&d.id, &d.stall, d.view.applied_index()))
+            .chain(
+                self.config
+                    .memory_view
+                    .then(|| (&self.memory.name, &self.memory.stall, self.memory.applied())),
+            )
+            .chain(
+                self.indexes
+                    .iter()
+                    .map(|(_, s)| (&s.name, &s.stall, s.applied())),
+            );
+        for (name, stall, applied) in stalls {
+            if applied >= durable {
+                continue;
+            }
+            let why = stall.reason().unwrap_or_else(|| {
+                if name.starts_with("disk-") {
+                    "it stopped before the tailer's last batch".to_owned()
+                } else {
+                    "it was still booting or had not caught up (it is rebuilt on the next \
+                     start)"
+                        .to_owned()
+                }
+            });
+            tracing::warn!(
+                "shutdown: view {name} stopped at index {applied}, below the durable index \
+                 {durable}: {why}"
+            );
+        }
     }
 
     /// Every view's applied index by name (for status, metrics and tests).

@@ -1,14 +1,24 @@
 //! Running the node: bind the HTTP and gRPC listeners, run the truncation worker, and shut
-//! down gracefully — stop accepting, let in-flight requests (appends) finish, then stop the
-//! workers, persist the Disk Views' applied indexes and close the log.
+//! down gracefully — stop accepting, end every gRPC stream with UNAVAILABLE, let in-flight
+//! requests (appends) finish, then let the views drain to the durable index, persist the
+//! Disk Views' applied indexes and close the log. The whole shutdown takes at most
+//! `shutdown_ms_max` (plus `FORCE_CLOSE_MAX` to close connections whose clients stopped
+//! reading); what was left undone is logged.
 
 use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::StreamExt as _;
+use tonic::transport::server::{Connected, TcpConnectInfo};
 
 use crate::node::Node;
 
@@ -37,36 +47,173 @@ pub async fn serve(
         grpc: grpc.local_addr()?,
     });
     let (stopping, _) = watch::channel(false);
+    let (kill, _) = watch::channel(false);
     let wait = |rx: watch::Receiver<bool>| async move {
         let mut rx = rx;
         let _ = rx.wait_for(|s| *s).await;
     };
     let router = crate::http::router(node.clone());
     let http_stop = wait(stopping.subscribe());
-    let http_task = tokio::spawn(async move {
+    let mut http_task = tokio::spawn(async move {
         axum::serve(http, router)
             .with_graceful_shutdown(http_stop)
             .await
     });
-    let grpc_task = tokio::spawn(
+    let kill_rx = kill.subscribe();
+    let incoming = TcpListenerStream::new(grpc)
+        .map(move |conn| conn.map(|io| Killable::new(io, kill_rx.clone())));
+    let mut grpc_task = tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(crate::grpc::service(node.clone()))
-            .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), wait(stopping.subscribe())),
+            .serve_with_incoming_shutdown(incoming, wait(stopping.subscribe())),
     );
     let truncation = tokio::spawn(node.clone().truncation_worker());
     shutdown.await;
-    tracing::info!("shutting down: finishing in-flight requests");
+    let budget = node.config.shutdown_max();
+    let deadline = tokio::time::Instant::now() + budget;
+    tracing::info!(
+        "shutting down (at most {} ms): finishing in-flight requests, ending streams",
+        budget.as_millis()
+    );
     stopping.send_replace(true);
-    // gRPC streams (rides, tails) end when the node stops; HTTP requests finish first.
-    let http_result = http_task.await;
-    let node_for_stop = node.clone();
-    tokio::task::spawn_blocking(move || node_for_stop.shutdown()).await?;
-    let grpc_result = grpc_task.await;
+    // Streams (rides, tails) end now with UNAVAILABLE; HTTP requests finish first.
+    node.begin_shutdown();
+    let http_result = match tokio::time::timeout_at(deadline, &mut http_task).await {
+        Ok(result) => Some(result),
+        Err(_) => {
+            tracing::warn!(
+                "HTTP requests were still running after shutdown_ms_max; stopping without them"
+            );
+            http_task.abort();
+            None
+        }
+    };
+    // The workers stop on a thread of their own, so that a view that cannot drain does not
+    // hold the process (or the runtime) beyond the deadline.
+    let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel();
+    let stopper = node.clone();
+    std::thread::Builder::new()
+        .name("shutdown".into())
+        .spawn(move || {
+            stopper.shutdown();
+            // Release the node before saying so: a caller may reopen its files at once.
+            drop(stopper);
+            let _ = stopped_tx.send(());
+        })?;
+    if tokio::time::timeout_at(deadline, stopped_rx).await.is_err() {
+        tracing::error!(
+            "the views did not drain to the durable index {} within shutdown_ms_max: applied \
+             {:?}; stopping anyway (the log holds every acknowledged write, and the views \
+             catch up on the next start)",
+            node.log.durable_index(),
+            node.applied_indexes()
+        );
+    }
+    let grpc_result = match tokio::time::timeout_at(deadline, &mut grpc_task).await {
+        Ok(result) => Some(result),
+        Err(_) => {
+            // A client that stopped reading keeps its stream's end unsent: close its
+            // connection.
+            tracing::warn!(
+                "gRPC connections whose clients stopped reading are closed after \
+                 shutdown_ms_max"
+            );
+            kill.send_replace(true);
+            match tokio::time::timeout(FORCE_CLOSE_MAX, &mut grpc_task).await {
+                Ok(result) => Some(result),
+                Err(_) => {
+                    grpc_task.abort();
+                    None
+                }
+            }
+        }
+    };
     truncation.abort();
-    http_result??;
-    grpc_result??;
-    tracing::info!("stopped cleanly");
+    if let Some(result) = http_result {
+        result??;
+    }
+    if let Some(result) = grpc_result {
+        result??;
+    }
+    tracing::info!("stopped");
     Ok(())
+}
+
+/// How long closing the connections that outlived `shutdown_ms_max` may take.
+pub const FORCE_CLOSE_MAX: Duration = Duration::from_secs(1);
+
+/// A gRPC connection that fails every read and write once `kill` turns true, so that a
+/// connection whose client stopped reading ends at the shutdown deadline.
+struct Killable {
+    io: TcpStream,
+    /// Resolves when the connection is to be closed; `None` once it has.
+    killed: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl Killable {
+    fn new(io: TcpStream, kill: watch::Receiver<bool>) -> Self {
+        let mut kill = kill;
+        Killable {
+            io,
+            killed: Some(Box::pin(async move {
+                let _ = kill.wait_for(|k| *k).await;
+            })),
+        }
+    }
+
+    fn check(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        let killed = match &mut self.killed {
+            Some(killed) => killed.as_mut().poll(cx).is_ready(),
+            None => true,
+        };
+        if killed {
+            self.killed = None;
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "server shutting down",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Connected for Killable {
+    type ConnectInfo = TcpConnectInfo;
+
+    fn connect_info(&self) -> TcpConnectInfo {
+        self.io.connect_info()
+    }
+}
+
+impl AsyncRead for Killable {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.check(cx)?;
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Killable {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.check(cx)?;
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.check(cx)?;
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -62,6 +62,8 @@ fn trailers(status: &Status) -> http::HeaderMap {
 
 struct Stream {
     rx: mpsc::Receiver<Result<Bytes, Status>>,
+    /// Turns true when the node stops: the stream ends with UNAVAILABLE.
+    stop: tokio::sync::watch::Receiver<bool>,
     pending: Option<Bytes>,
     done: bool,
 }
@@ -91,6 +93,7 @@ where
     };
     let state = Stream {
         rx,
+        stop: service.node().stopping(),
         pending: None,
         done: false,
     };
@@ -101,7 +104,12 @@ where
         if let Some(chunk) = st.pending.take() {
             return Some((Ok::<_, Status>(Frame::data(chunk)), st));
         }
-        let frame = match st.rx.recv().await {
+        let next = tokio::select! {
+            biased;
+            () = crate::grpc::stopped(&mut st.stop) => Some(Err(crate::grpc::shutting_down())),
+            next = st.rx.recv() => next,
+        };
+        let frame = match next {
             Some(Ok(chunk)) => {
                 let prefix = message_prefix(chunk.len());
                 st.pending = Some(chunk);

@@ -42,6 +42,31 @@ pub struct Status {
     pub truncation: TruncationStatus,
     pub chunks: ChunkStatus,
     pub failures: Vec<String>,
+    pub tailer: TailerStatus,
+    pub streams: StreamsStatus,
+}
+
+/// gRPC streams open now, and their limits.
+#[derive(Debug, Serialize)]
+pub struct StreamsStatus {
+    pub iterate_open: usize,
+    pub iterate_max: usize,
+    pub tail_open: usize,
+    pub tail_max: usize,
+}
+
+/// The log tailer that feeds every view.
+#[derive(Debug, Serialize)]
+pub struct TailerStatus {
+    /// `"running"`, or `"failed"`: every view is stalled (reads that wait for an index
+    /// fail with `views_stalled`) while appends are still acknowledged.
+    pub state: &'static str,
+    /// Why it stopped, once it has.
+    pub error: Option<String>,
+    /// Read errors met, retried or not.
+    pub read_errors: u64,
+    /// Reads attempted again after a transient error.
+    pub retries: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -66,6 +91,8 @@ pub struct ViewStatus {
     /// Records the view is behind the log's durable index.
     pub lag: u64,
     pub ready: bool,
+    /// Why the view stopped following the log, once it has.
+    pub stalled: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -130,6 +157,7 @@ impl Node {
                 persisted_index: Some(d.view.persisted_index().get()),
                 lag: durable.saturating_sub(applied),
                 ready: true,
+                stalled: d.stall.reason(),
             });
         }
         let booted = std::iter::once((
@@ -137,13 +165,12 @@ impl Node {
             self.memory.get().is_some(),
             "memory",
             self.memory.applied(),
+            self.memory.stall.reason(),
         ))
-        .chain(
-            self.indexes
-                .iter()
-                .map(|(_, s)| (&s.name, s.get().is_some(), "index", s.applied())),
-        );
-        for (name, ready, kind, applied) in booted {
+        .chain(self.indexes.iter().map(|(_, s)| {
+            (&s.name, s.get().is_some(), "index", s.applied(), s.stall.reason())
+        }));
+        for (name, ready, kind, applied, stalled) in booted {
             views.push(ViewStatus {
                 id: name.clone(),
                 kind,
@@ -152,6 +179,7 @@ impl Node {
                 persisted_index: None,
                 lag: durable.saturating_sub(applied.get()),
                 ready,
+                stalled,
             });
         }
         let boots = self
@@ -227,6 +255,22 @@ impl Node {
                 max_bytes: self.chunks.max_bytes(),
             },
             failures: self.failures.lock().clone(),
+            tailer: {
+                let h = &self.tailer_health;
+                let error = h.failure();
+                TailerStatus {
+                    state: if error.is_some() { "failed" } else { "running" },
+                    error,
+                    read_errors: h.errors.load(Ordering::Relaxed),
+                    retries: h.retries.load(Ordering::Relaxed),
+                }
+            },
+            streams: StreamsStatus {
+                iterate_open: self.iterate_seats.open(),
+                iterate_max: self.config.iterate_streams_max,
+                tail_open: self.tail_seats.open(),
+                tail_max: self.config.tail_streams_max,
+            },
         }
     }
 
@@ -329,6 +373,47 @@ impl Node {
             "View followers or boots that stopped with an error.",
             "gauge",
             one(s.failures.len() as u64),
+        );
+        gauge(
+            "tailer_failed",
+            "1 when the log tailer stopped for good: every view is stalled.",
+            "gauge",
+            one(u64::from(s.tailer.error.is_some())),
+        );
+        gauge(
+            "tailer_read_errors_total",
+            "Read errors the log tailer met, retried or not.",
+            "counter",
+            one(s.tailer.read_errors),
+        );
+        gauge(
+            "tailer_retries_total",
+            "Log reads the tailer attempted again after a transient error.",
+            "counter",
+            one(s.tailer.retries),
+        );
+        gauge(
+            "view_stalled",
+            "1 for a view that stopped following the log.",
+            "gauge",
+            s.views
+                .iter()
+                .map(|v| {
+                    (
+                        format!("{{view=\"{}\"}}", v.id),
+                        f64::from(u8::from(v.stalled.is_some())),
+                    )
+                })
+                .collect(),
+        );
+        gauge(
+            "grpc_streams_open",
+            "gRPC streams open now, by method.",
+            "gauge",
+            vec![
+                ("{method=\"iterate\"}".into(), s.streams.iterate_open as f64),
+                ("{method=\"tail\"}".into(), s.streams.tail_open as f64),
+            ],
         );
         let c = &self.metrics;
         for (name, help, v) in [

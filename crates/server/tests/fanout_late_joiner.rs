@@ -40,7 +40,8 @@ fn late_and_early_followers_equal_a_replay() {
     };
     append(0);
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let (ring, tailer) = fanout::start(log.clone(), Index::FIRST, stop_rx).unwrap();
+    let health = Arc::new(fanout::TailerHealth::default());
+    let (ring, tailer) = fanout::start(log.clone(), Index::FIRST, stop_rx, health).unwrap();
     let early = Arc::new(MemoryView::new(Partition::ALL));
     let late = Arc::new(MemoryView::new(Partition::ALL));
     let spawn = |view: Arc<MemoryView>, name: &'static str| {

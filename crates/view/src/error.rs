@@ -111,6 +111,13 @@ pub enum IterError {
          dedicated iterator"
     )]
     CarouselFailed { reason: String },
+    /// Boarding would make the carousel encode for more filter groups than it may.
+    #[error(
+        "the carousel already encodes for {groups} distinct filter groups (kinds, keys-only, \
+         from, projection), its limit; board with the filter of a rider aboard, try again \
+         later, or ask for a dedicated iterator"
+    )]
+    CarouselGroupsFull { groups: usize },
     #[error(transparent)]
     View(#[from] ViewError),
 }

@@ -46,6 +46,8 @@ pub const CHUNK_BYTES_DEFAULT: usize = 256 << 10;
 pub const RING_SLOTS_DEFAULT: usize = 128;
 /// Default demotion bound.
 pub const RIDER_LAG_CHUNKS_MAX_DEFAULT: u64 = 64;
+/// Default bound on distinct filter groups.
+pub const GROUPS_MAX_DEFAULT: usize = 16;
 
 /// Largest buffer reserved up front for one chunk: a chunk may pass `chunk_bytes` by one
 /// item, and a huge `chunk_bytes` must not reserve memory no chunk will use.
@@ -69,6 +71,10 @@ pub struct CarouselConfig {
     /// behind while another keeps pace is demoted to its own iterator (2 ..= ring_slots − 1,
     /// so a ring slot is always free when the scanner publishes; see `policy`).
     pub rider_lag_chunks_max: u64,
+    /// Distinct filter groups the scanner encodes for at once (each adds a chunk per ring
+    /// slot); boarding with one more filter is refused (`CarouselGroupsFull`). Riders with
+    /// an equal filter share a group; dedicated riders use none.
+    pub groups_max: usize,
 }
 
 impl Default for CarouselConfig {
@@ -77,6 +83,7 @@ impl Default for CarouselConfig {
             chunk_bytes: CHUNK_BYTES_DEFAULT,
             ring_slots: RING_SLOTS_DEFAULT,
             rider_lag_chunks_max: RIDER_LAG_CHUNKS_MAX_DEFAULT,
+            groups_max: GROUPS_MAX_DEFAULT,
         }
     }
 }
@@ -93,6 +100,9 @@ impl CarouselConfig {
                 "ring_slots {} is not a power of two of at least 2",
                 self.ring_slots
             ));
+        }
+        if self.groups_max == 0 {
+            return refuse("groups_max is 0; use at least 1".into());
         }
         let slots = self.ring_slots as u64;
         if self.rider_lag_chunks_max < 2 || self.rider_lag_chunks_max >= slots {
@@ -387,6 +397,12 @@ impl Carousel {
         let mut lifecycle = self.inner.lifecycle.lock();
         let shared: Vec<Arc<RiderShared>> = {
             let mut st = self.inner.state.lock();
+            let groups = groups_after_boarding(&st, &checked);
+            if groups > self.inner.config.groups_max {
+                return Err(IterError::CarouselGroupsFull {
+                    groups: self.inner.config.groups_max,
+                });
+            }
             let shared = checked
                 .into_iter()
                 .map(|checked| {
@@ -499,6 +515,19 @@ impl Inner {
         // Admitted between the first take and the removal: drop that place too.
         drop(rider.slot.lock().take());
     }
+}
+
+/// Distinct filter groups of the riders on (or waiting for, or demoted from) the shared
+/// scan once `boarding` joins them.
+fn groups_after_boarding(st: &State, boarding: &[Checked]) -> usize {
+    let mut keys: std::collections::BTreeSet<GroupKey> = st
+        .riders
+        .values()
+        .filter(|r| r.rides_carousel())
+        .map(|r| r.group_key.clone())
+        .collect();
+    keys.extend(boarding.iter().map(GroupKey::of));
+    keys.len()
 }
 
 fn join_scanner(handle: JoinHandle<()>) {

@@ -397,6 +397,7 @@ mod tests {
             chunk_bytes: 64,
             ring_slots: 8,
             rider_lag_chunks_max: 4,
+            ..CarouselConfig::default()
         };
         let carousel = Carousel::new(Arc::new(view), config);
         let req = IterRequest::range(Partition::ALL);

@@ -1,0 +1,183 @@
+//! gRPC requests are bounded: `Tail` messages hold whole transactions within
+//! `tail_batch_records_max` and `tail_batch_bytes_max` (a larger transaction goes alone)
+//! whatever the client asks; beyond `tail_streams_max`, `iterate_streams_max` or
+//! `carousel_groups_max` a request is refused with RESOURCE_EXHAUSTED naming the limit,
+//! and a freed seat can be taken again.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use prost::Message as _;
+use spindle_core::{ItemKey, Transaction, Value};
+use spindle_server::client::{grpc_connect, iterate, tail, GrpcClient};
+use spindle_server::proto::{IterateRequest, TailRequest};
+use tonic::Code;
+
+fn txn(t: usize, records: usize, pad: usize) -> Transaction {
+    (0..records).fold(Transaction::new(), |txn, i| {
+        let key = ItemKey::node(format!("n{t}-{i}")).unwrap();
+        txn.write(
+            key,
+            Value::json(format!("{{\"pad\":\"{}\"}}", "p".repeat(pad))).unwrap(),
+        )
+    })
+}
+
+/// The status a call ends with, whether it is refused at once or as its first message.
+async fn refusal<T: Send + 'static>(
+    call: Result<tonic::Streaming<T>, tonic::Status>,
+) -> tonic::Status
+where
+    T: prost::Message + Default,
+{
+    match call {
+        Err(status) => status,
+        Ok(mut stream) => match stream.message().await {
+            Err(status) => status,
+            Ok(m) => panic!("expected a refusal, got a message: {}", m.is_some()),
+        },
+    }
+}
+
+#[test]
+fn tail_messages_stay_within_the_record_and_byte_limits() {
+    const BYTES_MAX: usize = 64 << 10;
+    const RECORDS_MAX: u32 = 50;
+    let server = common::TestServer::start(|c| {
+        c.disk_partitions = 1;
+        c.memory_view = false;
+        c.tail_batch_bytes_max = BYTES_MAX;
+        c.tail_batch_records_max = RECORDS_MAX;
+    });
+    let node = server.node.clone();
+    let grpc = server.bound.grpc.to_string();
+    server.rt.block_on(async {
+        // Small transactions, transactions of ~10 KiB records, and one of ~100 KiB: larger
+        // than a message may be, so it must go alone.
+        let mut txns: Vec<Transaction> = (0..100).map(|t| txn(t, 3, 10)).collect();
+        txns.extend((100..130).map(|t| txn(t, 2, 10_000)));
+        txns.push(txn(130, 10, 10_000));
+        txns.extend((131..140).map(|t| txn(t, 1, 10)));
+        for r in node.log.append_many(&txns).await {
+            r.unwrap();
+        }
+        let durable = node.log.durable_index().get();
+        for asked in [0, 7, u32::MAX] {
+            let mut client = grpc_connect(&grpc, None).await.unwrap();
+            let request = TailRequest {
+                from: 1,
+                batch_records_max: asked,
+            };
+            let mut stream = tail(&mut client, request).await.unwrap();
+            let mut next = 1u64;
+            let mut alone = 0;
+            while next <= durable {
+                let batch = stream.message().await.unwrap().expect("the tail goes on");
+                let bytes = batch.encoded_len();
+                let records = batch.records.len();
+                assert!(records > 0);
+                let last = batch.records.last().unwrap();
+                assert!(last.commit, "a message ends on a commit");
+                for r in &batch.records {
+                    assert_eq!(r.index, next, "records are dense and in order");
+                    next += 1;
+                }
+                let limit = match asked {
+                    0 => RECORDS_MAX as usize,
+                    n => (n as usize).min(RECORDS_MAX as usize),
+                };
+                // Whole transactions: a message past a limit holds exactly one.
+                let commits = batch.records.iter().filter(|r| r.commit).count();
+                if records > limit || bytes > BYTES_MAX {
+                    assert_eq!(commits, 1, "{records} records, {bytes} bytes");
+                    alone += 1;
+                }
+            }
+            // The 100 KiB transaction, and (when asked for 7) each 10-record one.
+            assert!(alone >= 1, "asked {asked}: the large transaction went alone");
+        }
+    });
+    server.stop();
+}
+
+#[test]
+fn streams_beyond_their_limits_are_refused_and_seats_come_back() {
+    let server = common::TestServer::start(|c| {
+        c.disk_partitions = 1;
+        c.memory_view = false;
+        c.iter_chunk_bytes = 4096;
+        c.iterate_streams_max = 3;
+        c.carousel_groups_max = 1;
+        c.tail_streams_max = 1;
+    });
+    let node = server.node.clone();
+    let grpc = server.bound.grpc.to_string();
+    server.rt.block_on(async {
+        let txns: Vec<Transaction> = (0..200).map(|t| txn(t, 50, 100)).collect();
+        for r in node.log.append_many(&txns).await {
+            r.unwrap();
+        }
+        let durable = node.log.durable_index();
+        node.disks[0]
+            .view
+            .wait_applied_async(durable, Duration::from_secs(30))
+            .await
+            .unwrap();
+        let mut client: GrpcClient = grpc_connect(&grpc, None).await.unwrap();
+        let all = IterateRequest {
+            view: "disk-0".into(),
+            ..Default::default()
+        };
+        // One filter group aboard: a rider with the same filter shares it.
+        let mut first = iterate(&mut client, all.clone()).await.unwrap();
+        assert!(first.message().await.unwrap().is_some());
+        let mut same = iterate(&mut client, all.clone()).await.unwrap();
+        assert!(same.message().await.unwrap().is_some());
+        // Another filter would be a second group.
+        let keys_only = IterateRequest {
+            keys_only: true,
+            ..all.clone()
+        };
+        let refused = refusal(iterate(&mut client, keys_only.clone()).await).await;
+        assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+        assert!(refused.message().contains("carousel_groups_max"), "{refused:?}");
+        // A dedicated iterator uses no group: the third seat.
+        let dedicated = IterateRequest {
+            dedicated: true,
+            ..keys_only.clone()
+        };
+        let mut third = iterate(&mut client, dedicated.clone()).await.unwrap();
+        assert!(third.message().await.unwrap().is_some());
+        let refused = refusal(iterate(&mut client, dedicated.clone()).await).await;
+        assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+        assert!(refused.message().contains("iterate_streams_max"), "{refused:?}");
+        // A client that goes away frees its seat (hang guard only).
+        drop(third);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match iterate(&mut client, dedicated.clone()).await {
+                Ok(mut s) => match s.message().await {
+                    Ok(Some(_)) => break,
+                    Ok(None) => panic!("an iteration ended without a message"),
+                    Err(st) => assert_eq!(st.code(), Code::ResourceExhausted, "{st:?}"),
+                },
+                Err(st) => assert_eq!(st.code(), Code::ResourceExhausted, "{st:?}"),
+            }
+            assert!(Instant::now() < deadline, "the seat never came back");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Tails: one at a time.
+        let next = durable.get() + 1;
+        let request = TailRequest {
+            from: next,
+            batch_records_max: 0,
+        };
+        let waiting = tail(&mut client, request.clone()).await.unwrap();
+        let refused = refusal(tail(&mut client, request.clone()).await).await;
+        assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+        assert!(refused.message().contains("tail_streams_max"), "{refused:?}");
+        drop((first, same, waiting));
+    });
+    server.stop();
+}
