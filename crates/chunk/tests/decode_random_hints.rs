@@ -14,8 +14,8 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use spindle_chunk::format::{
-    decode_hint, decode_volume_header, encode_hint, encode_volume_header, HintEntry,
-    RecordHeader, HINT_HEADER_LEN, HINT_TRAILER_LEN,
+    decode_hint, decode_volume_header, encode_hint, encode_volume_header, HintEntry, RecordHeader,
+    HINT_HEADER_LEN, HINT_TRAILER_LEN,
 };
 use spindle_chunk::{verify_store, ChunkId, ChunkStore, RecordKind, VOLUME_HEADER_LEN};
 
@@ -43,7 +43,11 @@ fn valid_hint() -> impl Strategy<Value = (u32, u64, Vec<HintEntry>)> {
         let entries: Vec<HintEntry> = records
             .into_iter()
             .map(|(id, kind, len)| {
-                let len = if kind == RecordKind::Tombstone { 0 } else { len };
+                let len = if kind == RecordKind::Tombstone {
+                    0
+                } else {
+                    len
+                };
                 let e = HintEntry {
                     id: ChunkId::from_bytes(id),
                     offset,
@@ -254,7 +258,10 @@ fn open_refuses_a_checksummed_hint_with_records_out_of_order() {
     assert!(decoded.entries.len() >= 2);
     decoded.entries.swap(0, 1);
     let bytes = encode_hint(decoded.volume, decoded.volume_len, &decoded.entries);
-    assert!(decode_hint(&bytes).is_err(), "out-of-order records are refused");
+    assert!(
+        decode_hint(&bytes).is_err(),
+        "out-of-order records are refused"
+    );
     std::fs::write(hint, &bytes).unwrap();
 
     let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();

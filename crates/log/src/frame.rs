@@ -44,7 +44,11 @@ impl std::fmt::Display for FrameFault {
                 write!(f, "frame carries index {found}, expected {expected}")
             }
             FrameFault::IndexOverflow => {
-                write!(f, "frame carries index {}, which no index can follow", Index::MAX)
+                write!(
+                    f,
+                    "frame carries index {}, which no index can follow",
+                    Index::MAX
+                )
             }
         }
     }

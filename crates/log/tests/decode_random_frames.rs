@@ -235,11 +235,16 @@ fn a_damaged_length_below_the_durable_index_does_not_size_the_read_buffer() {
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|e| e == "seg"))
         .unwrap();
-    let file = std::fs::OpenOptions::new().write(true).open(&segment).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap();
     use std::os::unix::fs::FileExt;
     let frame_at = SEGMENT_HEADER_BYTES;
-    file.write_all_at(&u32::MAX.to_le_bytes(), frame_at + 4).unwrap();
-    file.set_len(frame_at + FRAME_HEADER_BYTES as u64 - 4).unwrap();
+    file.write_all_at(&u32::MAX.to_le_bytes(), frame_at + 4)
+        .unwrap();
+    file.set_len(frame_at + FRAME_HEADER_BYTES as u64 - 4)
+        .unwrap();
     match log.read(Index::FIRST, 10) {
         Err(ReadError::Corrupt { reason, .. }) => assert!(
             reason.contains("record limit"),

@@ -11,15 +11,37 @@ use proptest::prelude::*;
 /// mutation applies to any input; on an empty input only `Extend` changes anything.
 #[derive(Clone, Debug)]
 pub enum Mutation {
-    FlipBit { at: usize, bit: u8 },
-    SetByte { at: usize, byte: u8 },
-    Truncate { at: usize },
-    Extend { bytes: Vec<u8> },
-    Delete { at: usize, len: usize },
+    FlipBit {
+        at: usize,
+        bit: u8,
+    },
+    SetByte {
+        at: usize,
+        byte: u8,
+    },
+    Truncate {
+        at: usize,
+    },
+    Extend {
+        bytes: Vec<u8>,
+    },
+    Delete {
+        at: usize,
+        len: usize,
+    },
     /// Copy `len` bytes from `from` and insert them at `to` (a frame or field repeated).
-    Splice { from: usize, len: usize, to: usize },
+    Splice {
+        from: usize,
+        len: usize,
+        to: usize,
+    },
     /// Overwrite `width` bytes (2, 4 or 8) at `at`, little- or big-endian, with `value`.
-    Field { at: usize, width: u8, big_endian: bool, value: u64 },
+    Field {
+        at: usize,
+        width: u8,
+        big_endian: bool,
+        value: u64,
+    },
 }
 
 /// Values a damaged length or count field tends to hold.
