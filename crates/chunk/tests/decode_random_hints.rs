@@ -3,7 +3,8 @@
 //! sized by a length the volume does not hold), and opening or verifying a store whose hint
 //! files were damaged behind valid checksums never panics.
 //!
-//! `PROPTEST_CASES` raises the case counts (docs/benchmarks/faults.md has the long run).
+//! `PROPTEST_CASES` raises the case counts, `SPINDLE_DAMAGED_STORES` the number of damaged
+//! stores opened (docs/benchmarks/faults.md has the long run).
 
 mod common;
 #[path = "../../core/tests/common/mutate.rs"]
@@ -94,7 +95,7 @@ fn check_decoded_hint(bytes: &[u8]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(cases(2000))]
+    #![proptest_config(cases(10000))]
 
     #[test]
     fn random_bytes_never_panic(bytes in mutate::random_bytes(), reseal in any::<bool>()) {
@@ -225,8 +226,22 @@ fn open_and_read(dir: &Path) {
     }
 }
 
+/// Each case opens a store (file copies and syncs), so this property has its own count:
+/// `SPINDLE_DAMAGED_STORES` (default 48), not `PROPTEST_CASES`.
+fn store_cases() -> ProptestConfig {
+    let cases = std::env::var("SPINDLE_DAMAGED_STORES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(48);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(cases(48))]
+    #![proptest_config(store_cases())]
 
     #[test]
     fn stores_with_damaged_hints_open_without_panic(

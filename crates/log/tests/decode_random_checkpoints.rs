@@ -105,7 +105,7 @@ fn check_decoded(buf: &[u8]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(cases(3000))]
+    #![proptest_config(cases(20000))]
 
     #[test]
     fn random_bytes_never_panic(bytes in mutate::random_bytes(), reseal in any::<bool>()) {

@@ -125,7 +125,7 @@ fn image_of(first: u64, payloads: &[Vec<u8>], zeros: usize) -> Vec<u8> {
 }
 
 proptest! {
-    #![proptest_config(cases(3000))]
+    #![proptest_config(cases(10000))]
 
     #[test]
     fn random_bytes_never_panic(bytes in mutate::random_bytes(), expected in any::<u64>()) {

@@ -181,7 +181,7 @@ fn check_stream(buf: &[u8]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(cases(3000))]
+    #![proptest_config(cases(10000))]
 
     #[test]
     fn random_bytes_never_panic(bytes in mutate::random_bytes()) {

@@ -73,7 +73,7 @@ fn check_value(bytes: &[u8]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(cases(5000))]
+    #![proptest_config(cases(20000))]
 
     #[test]
     fn random_bytes_never_panic(bytes in mutate::random_bytes()) {
