@@ -246,21 +246,57 @@ pub fn decode_hint(b: &[u8]) -> Result<Hint, String> {
     if crc != crc32c::crc32c(&b[HINT_HEADER_LEN..body_end]) {
         return Err("hint entries checksum mismatch".into());
     }
+    // `count` is bounded by the length check above: the vector holds what the file holds.
     let mut entries = Vec::with_capacity(count);
+    let mut next_offset = VOLUME_HEADER_LEN;
     for e in b[HINT_HEADER_LEN..body_end].chunks_exact(HINT_ENTRY_LEN) {
         let kind = RecordKind::from_code(e[44]).ok_or("unknown record kind in hint")?;
-        entries.push(HintEntry {
+        if e[45..48] != [0, 0, 0] {
+            return Err("reserved hint entry bytes are not zero".into());
+        }
+        let entry = HintEntry {
             id: ChunkId::from_bytes(e[0..32].try_into().unwrap()),
             offset: u64::from_le_bytes(e[32..40].try_into().unwrap()),
             len: u32::from_le_bytes(e[40..44].try_into().unwrap()),
             kind,
-        });
+        };
+        next_offset = check_hint_entry(&entry, next_offset, volume_len)?;
+        entries.push(entry);
+    }
+    if next_offset != volume_len {
+        return Err(format!(
+            "hint records end at {next_offset}, the volume at {volume_len}"
+        ));
     }
     Ok(Hint {
         volume,
         volume_len,
         entries,
     })
+}
+
+/// Check that `e` is the record a volume holds at `expected_offset` (records are contiguous
+/// from the volume header on, tombstones carry no data) and ends within `volume_len`; return
+/// where the next record starts. A checksum only says the hint is as written, so a hint that
+/// disagrees with this layout is refused rather than handed to the catalog, which asserts it,
+/// and to reads, which would size their buffers by its lengths.
+fn check_hint_entry(e: &HintEntry, expected_offset: u64, volume_len: u64) -> Result<u64, String> {
+    if e.offset != expected_offset {
+        return Err(format!(
+            "hint record at offset {}, the previous record ends at {expected_offset}",
+            e.offset
+        ));
+    }
+    if e.kind == RecordKind::Tombstone && e.len != 0 {
+        return Err(format!("hint tombstone at offset {} has data", e.offset));
+    }
+    match e.offset.checked_add(e.record_len()) {
+        Some(end) if end <= volume_len => Ok(end),
+        _ => Err(format!(
+            "hint record at offset {} ends past the volume's {volume_len} bytes",
+            e.offset
+        )),
+    }
 }
 
 /// Path of volume `n` in `dir`.

@@ -14,7 +14,7 @@
 mod catalog;
 mod compact;
 mod error;
-mod format;
+pub mod format;
 mod id;
 mod policy;
 mod recovery;

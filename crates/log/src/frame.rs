@@ -29,6 +29,8 @@ pub enum FrameFault {
     Checksum,
     /// The frame is intact but carries another index than the one expected here.
     WrongIndex { expected: Index, found: Index },
+    /// The frame carries the largest index, after which no index can follow.
+    IndexOverflow,
 }
 
 impl std::fmt::Display for FrameFault {
@@ -40,6 +42,13 @@ impl std::fmt::Display for FrameFault {
             FrameFault::Checksum => write!(f, "checksum mismatch"),
             FrameFault::WrongIndex { expected, found } => {
                 write!(f, "frame carries index {found}, expected {expected}")
+            }
+            FrameFault::IndexOverflow => {
+                write!(
+                    f,
+                    "frame carries index {}, which no index can follow",
+                    Index::MAX
+                )
             }
         }
     }

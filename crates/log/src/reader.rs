@@ -111,7 +111,9 @@ fn read_segment(
             let need = frame_len(&buf[..filled]).ok_or_else(|| {
                 corrupt(
                     offset,
-                    "frame header cut short below the durable index".into(),
+                    "frame header cut short, or its length past the record limit, below the \
+                     durable index"
+                        .into(),
                 )
             })?;
             if need <= buf.len() {
@@ -128,9 +130,11 @@ fn read_segment(
     Ok(false)
 }
 
+/// The whole length of the frame starting `buf`, if its length field is readable and within
+/// the record limit: the read buffer grows to this, so a damaged length must not size it.
 fn frame_len(buf: &[u8]) -> Option<usize> {
     let len = u32::from_le_bytes(buf.get(4..8)?.try_into().ok()?) as usize;
-    Some(FRAME_HEADER_BYTES + len)
+    (len <= RECORD_BYTES_MAX).then_some(FRAME_HEADER_BYTES + len)
 }
 
 fn read_at(seg: &SegmentHandle, buf: &mut [u8], offset: u64) -> Result<usize, ReadError> {

@@ -165,6 +165,11 @@ pub fn scan_frames(
     };
     while offset < buf.len() {
         match decode_frame(&buf[offset..], end.next_index, payload_max) {
+            Ok(frame) if frame.index == Index::MAX => {
+                // Only damage or a crafted file gets here; `Index::next` would panic.
+                end.fault = Some((offset as u64, FrameFault::IndexOverflow));
+                break;
+            }
             Ok(frame) => {
                 visit(frame.index, frame.payload, offset as u64)
                     .map_err(|reason| (offset as u64, reason))?;

@@ -132,7 +132,10 @@ impl VersionTable {
     }
 }
 
-fn decode_checkpoint(buf: &[u8]) -> Result<(VersionTable, Index), String> {
+/// Decode a checkpoint file's bytes (see the module doc): the table and its `as_of` index,
+/// or what is wrong with the bytes. Allocation follows the entries the bytes hold, never the
+/// declared count.
+pub fn decode_checkpoint(buf: &[u8]) -> Result<(VersionTable, Index), String> {
     if buf.len() < 36 || &buf[0..8] != MAGIC {
         return Err("not a version checkpoint (bad magic or too short)".to_owned());
     }

@@ -1,0 +1,3 @@
+//! Helpers shared by the core crate's behaviour tests.
+
+pub mod mutate;
