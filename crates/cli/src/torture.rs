@@ -78,6 +78,7 @@ struct ServeProcess {
     /// Kept open so that the node's stdout never becomes a broken pipe.
     _stdout: BufReader<ChildStdout>,
     http: String,
+    grpc: String,
 }
 
 impl ServeProcess {
@@ -92,7 +93,12 @@ impl ServeProcess {
             .arg(dir.join("torture.toml"))
             .arg("--data-dir")
             .arg(dir.join("data"))
-            .args(["--http-listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"])
+            .args([
+                "--http-listen",
+                "127.0.0.1:0",
+                "--grpc-listen",
+                "127.0.0.1:0",
+            ])
             .env("RUST_LOG", "warn")
             .env_remove("SPINDLE_TOKEN")
             .stdin(Stdio::null())
@@ -111,12 +117,15 @@ impl ServeProcess {
                     dir.join("serve.log").display()
                 );
             }
-            if let Some(http) = line
-                .split_whitespace()
-                .find_map(|w| w.strip_prefix("http="))
-            {
+            let field = |name: &str| {
+                line.split_whitespace()
+                    .find_map(|w| w.strip_prefix(name))
+                    .map(str::to_owned)
+            };
+            if let (Some(http), Some(grpc)) = (field("http="), field("grpc=")) {
                 return Ok(ServeProcess {
-                    http: http.to_owned(),
+                    http,
+                    grpc,
                     child,
                     _stdout: stdout,
                 });
@@ -157,6 +166,7 @@ struct Summary {
     conflicts_retried: u64,
     reads_own_writes: u64,
     checks: u64,
+    log_records_replayed: u64,
     kills_during_recovery: u64,
     seconds: f64,
     violations: Vec<Violation>,
@@ -177,6 +187,7 @@ fn summary(s: &State, seed: u64, trials: u64, clients: usize, seconds: f64) -> S
         conflicts_retried: s.conflicts_retried,
         reads_own_writes: s.reads_own_writes,
         checks: s.checks,
+        log_records_replayed: s.replayed_records,
         kills_during_recovery: 0,
         seconds,
         violations: s.violations.clone(),
@@ -267,7 +278,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let http = HttpClient::new(&node.http, None);
         {
             let mut s = state.lock().unwrap();
-            if let Err(e) = rt.block_on(work::verify(&http, &mut s, &mut rng)) {
+            if let Err(e) = rt.block_on(work::verify(&http, &node.grpc, &mut s, &mut rng)) {
                 s.violation(format!("verification could not finish: {e:#}"));
             }
         }
@@ -341,7 +352,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         println!(
             "trials {}  acknowledged: {} txns ({} writes), {} increments, {} chunks  \
              unacknowledged: {} ({} landed), {} chunks  reads of own writes {}  checks {}  \
-             kills during recovery {}  violations {}  {:.1}s  (seed {seed})",
+             log records replayed {}  kills during recovery {}  violations {}  {:.1}s  (seed {seed})",
             sum.trials,
             sum.txns_acknowledged,
             sum.writes_acknowledged,
@@ -352,6 +363,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             sum.unacknowledged_chunks,
             sum.reads_own_writes,
             sum.checks,
+            sum.log_records_replayed,
             sum.kills_during_recovery,
             sum.violations.len(),
             sum.seconds,

@@ -44,7 +44,10 @@ fn crash_trials_find_no_violation() {
     assert_eq!(violations(&summary), Vec::<String>::new(), "{summary}");
     assert_eq!(code, 0, "{summary}");
     assert_eq!(summary["trials"], 6, "{summary}");
-    assert!(summary["txns_acknowledged"].as_u64().unwrap() > 0, "{summary}");
+    assert!(
+        summary["txns_acknowledged"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
 }
 
 #[test]

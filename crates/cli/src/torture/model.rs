@@ -123,7 +123,11 @@ pub fn check_ack(key: &Key, expected: &Obs, observed: Option<&Obs>) -> Result<()
 }
 
 /// The latest version of an item must be the last one the model holds.
-pub fn check_latest(key: &Key, expected: Option<&Obs>, observed: Option<&Obs>) -> Result<(), String> {
+pub fn check_latest(
+    key: &Key,
+    expected: Option<&Obs>,
+    observed: Option<&Obs>,
+) -> Result<(), String> {
     if expected == observed {
         return Ok(());
     }
@@ -187,7 +191,10 @@ pub fn resolve_maybe(
             describe()
         ));
     }
-    let last = latest.last().and_then(Option::as_ref).map_or(0, |o| o.index);
+    let last = latest
+        .last()
+        .and_then(Option::as_ref)
+        .map_or(0, |o| o.index);
     for (w, now) in latest.iter().enumerate() {
         if now.as_ref() != Some(&txn.expected(w, last)) {
             return Err(format!(
@@ -239,7 +246,8 @@ impl Counter {
                  {index} (lost increment)"
             ));
         }
-        if let Some(n) = (1..=count).find(|n| !self.acked.contains_key(n) && !self.maybe.contains_key(n))
+        if let Some(n) =
+            (1..=count).find(|n| !self.acked.contains_key(n) && !self.maybe.contains_key(n))
         {
             return Err(format!(
                 "counter {name} is {count}, but no increment to {n} was ever sent \
@@ -316,8 +324,14 @@ mod tests {
         // Absent: nothing moved.
         let none = vec![
             None,
-            Some(Obs { index: 3, value: None }),
-            Some(Obs { index: 4, value: Some(json!({})) }),
+            Some(Obs {
+                index: 3,
+                value: None,
+            }),
+            Some(Obs {
+                index: 4,
+                value: Some(json!({})),
+            }),
         ];
         assert_eq!(resolve_maybe(&t, &keys(3), &known, &none), Ok(None));
         // Partial: the first two landed, the last did not.
@@ -327,15 +341,24 @@ mod tests {
         assert!(err.contains("partly visible"), "{err}");
         // Moved, but not to this transaction's versions.
         let mut torn = whole;
-        torn[0] = Some(Obs { index: 10, value: Some(txn_value(99, 0)) });
+        torn[0] = Some(Obs {
+            index: 10,
+            value: Some(txn_value(99, 0)),
+        });
         assert!(resolve_maybe(&t, &keys(3), &known, &torn).is_err());
     }
 
     #[test]
     fn histories_must_match_exactly() {
         let key = Key::Node("k".into());
-        let a = Obs { index: 1, value: Some(json!(1)) };
-        let b = Obs { index: 5, value: None };
+        let a = Obs {
+            index: 1,
+            value: Some(json!(1)),
+        };
+        let b = Obs {
+            index: 5,
+            value: None,
+        };
         assert!(check_history(&key, &[a.clone(), b.clone()], &[a.clone(), b.clone()]).is_ok());
         assert!(check_history(&key, &[a.clone(), b.clone()], &[a.clone()]).is_err());
         assert!(check_history(&key, &[a.clone()], &[a.clone(), b.clone()]).is_err());
@@ -349,7 +372,10 @@ mod tests {
         c.acked.insert(1, (10, 3));
         c.acked.insert(2, (11, 5));
         c.maybe.entry(3).or_default().insert(12);
-        let at = |n, op, index| Obs { index, value: Some(counter_value(n, op)) };
+        let at = |n, op, index| Obs {
+            index,
+            value: Some(counter_value(n, op)),
+        };
         assert!(c.check("c", Some(&at(2, 11, 5))).is_ok());
         // The in-flight increment landed.
         assert!(c.check("c", Some(&at(3, 12, 8))).is_ok());

@@ -34,8 +34,12 @@ mod tests {
 
     #[test]
     fn the_same_seed_gives_the_same_values() {
-        let a: Vec<u64> = (0..4).scan(Rng::new(9), |r, _| Some(r.next_u64())).collect();
-        let b: Vec<u64> = (0..4).scan(Rng::new(9), |r, _| Some(r.next_u64())).collect();
+        let a: Vec<u64> = (0..4)
+            .scan(Rng::new(9), |r, _| Some(r.next_u64()))
+            .collect();
+        let b: Vec<u64> = (0..4)
+            .scan(Rng::new(9), |r, _| Some(r.next_u64()))
+            .collect();
         assert_eq!(a, b);
         assert_ne!(a[0], a[1]);
         let mut r = Rng::new(1);

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
-use spindle_server::client::HttpClient;
+use spindle_server::client::{grpc_connect, tail, HttpClient};
+use spindle_server::proto;
 
 use super::model::{
     check_ack, check_history, check_latest, counter_fields, counter_value, resolve_maybe,
@@ -92,6 +93,7 @@ pub struct State {
     pub maybe_chunks: u64,
     pub reads_own_writes: u64,
     pub checks: u64,
+    pub replayed_records: u64,
 }
 
 impl State {
@@ -262,7 +264,10 @@ async fn owned_txn(c: usize, http: &HttpClient, state: &Mutex<State>, rng: &mut 
         let mut writes: Vec<(usize, bool)> = chosen
             .iter()
             .map(|&i| {
-                let live = s.items[i].versions.last().is_some_and(|o| o.value.is_some());
+                let live = s.items[i]
+                    .versions
+                    .last()
+                    .is_some_and(|o| o.value.is_some());
                 (i, live && rng.below(4) == 0)
             })
             .collect();
@@ -293,54 +298,54 @@ async fn owned_txn(c: usize, http: &HttpClient, state: &Mutex<State>, rng: &mut 
     let answer = http.json(Method::POST, "/v1/txn", Some(&body)).await;
     // `Ok(commit)`: acknowledged; `Err(go_on)` otherwise.
     let outcome: Result<u64, bool> = {
-    let mut s = state.lock().unwrap();
-    match answer {
-        Ok((StatusCode::OK, a)) => {
-            let Some(commit) = a["index"].as_u64() else {
-                s.violation(format!("txn {} acknowledged without an index: {a}", txn.id));
-                return false;
-            };
-            s.txns[txn.id as usize].state = TxnState::Acked(commit);
-            s.txn_acks += 1;
-            s.write_acks += txn.writes.len() as u64;
-            s.max_acked = s.max_acked.max(commit);
-            s.unchecked_txns.push(txn.id);
-            for (w, &(i, _)) in txn.writes.iter().enumerate() {
-                let o = txn.expected(w, commit);
-                if o.index <= s.items[i].known() {
-                    let what = format!(
+        let mut s = state.lock().unwrap();
+        match answer {
+            Ok((StatusCode::OK, a)) => {
+                let Some(commit) = a["index"].as_u64() else {
+                    s.violation(format!("txn {} acknowledged without an index: {a}", txn.id));
+                    return false;
+                };
+                s.txns[txn.id as usize].state = TxnState::Acked(commit);
+                s.txn_acks += 1;
+                s.write_acks += txn.writes.len() as u64;
+                s.max_acked = s.max_acked.max(commit);
+                s.unchecked_txns.push(txn.id);
+                for (w, &(i, _)) in txn.writes.iter().enumerate() {
+                    let o = txn.expected(w, commit);
+                    if o.index <= s.items[i].known() {
+                        let what = format!(
                         "txn {} acknowledged at {commit} puts {} at {}, not above its version {}",
                         txn.id,
                         s.items[i].key,
                         o.index,
                         s.items[i].known()
                     );
-                    s.violation(what);
+                        s.violation(what);
+                    }
+                    s.items[i].versions.push(o);
                 }
-                s.items[i].versions.push(o);
+                Ok(commit)
             }
-            Ok(commit)
+            Ok((StatusCode::CONFLICT, a)) => {
+                s.txns[txn.id as usize].state = TxnState::Absent;
+                s.violation(format!(
+                    "txn {} on items only its client writes conflicted: {a}",
+                    txn.id
+                ));
+                Err(false)
+            }
+            Ok((status, a)) if status.is_client_error() => {
+                s.txns[txn.id as usize].state = TxnState::Absent;
+                s.violation(format!("txn {} refused with {status}: {a}", txn.id));
+                Err(false)
+            }
+            // A server error or a broken connection: the outcome is unknown.
+            Ok(_) | Err(_) => {
+                s.maybe_txns.push(txn.id);
+                s.maybe_total += 1;
+                Err(false)
+            }
         }
-        Ok((StatusCode::CONFLICT, a)) => {
-            s.txns[txn.id as usize].state = TxnState::Absent;
-            s.violation(format!(
-                "txn {} on items only its client writes conflicted: {a}",
-                txn.id
-            ));
-            Err(false)
-        }
-        Ok((status, a)) if status.is_client_error() => {
-            s.txns[txn.id as usize].state = TxnState::Absent;
-            s.violation(format!("txn {} refused with {status}: {a}", txn.id));
-            Err(false)
-        }
-        // A server error or a broken connection: the outcome is unknown.
-        Ok(_) | Err(_) => {
-            s.maybe_txns.push(txn.id);
-            s.maybe_total += 1;
-            Err(false)
-        }
-    }
     };
     match outcome {
         Ok(commit) if rng.below(3) == 0 => read_own_write(http, state, &txn, commit, rng).await,
@@ -538,7 +543,9 @@ async fn put_chunk(http: &HttpClient, state: &Mutex<State>, rng: &mut Rng) -> bo
         Ok((status, body)) if status == StatusCode::OK || status == StatusCode::CREATED => {
             let a: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
             if a["id"] != id.as_str() || a["bytes"] != len {
-                s.violation(format!("chunk put of {len} bytes with id {id} answered {a}"));
+                s.violation(format!(
+                    "chunk put of {len} bytes with id {id} answered {a}"
+                ));
                 return false;
             }
             s.chunks.push(ChunkAck { id, seed, len });
@@ -572,9 +579,17 @@ fn new_and_sample<T: Clone>(new: Vec<T>, all: &[T], sample: usize, rng: &mut Rng
 
 /// Verify a restarted node against the model; violations go into the state. `Err` when
 /// the node could not be asked (it died or never became ready).
-pub async fn verify(http: &HttpClient, s: &mut State, rng: &mut Rng) -> anyhow::Result<()> {
+pub async fn verify(
+    http: &HttpClient,
+    grpc: &str,
+    s: &mut State,
+    rng: &mut Rng,
+) -> anyhow::Result<()> {
     let (code, status) = http.json(Method::GET, "/v1/status", None).await?;
-    anyhow::ensure!(code == StatusCode::OK, "/v1/status answered {code}: {status}");
+    anyhow::ensure!(
+        code == StatusCode::OK,
+        "/v1/status answered {code}: {status}"
+    );
     let durable = status["log"]["durable_index"].as_u64().unwrap_or(0);
     if durable < s.max_acked {
         s.violation(format!(
@@ -600,7 +615,11 @@ pub async fn verify(http: &HttpClient, s: &mut State, rng: &mut Rng) -> anyhow::
             .iter()
             .map(|(i, _)| s.items[*i].key.clone())
             .collect();
-        let known: Vec<u64> = txn.writes.iter().map(|(i, _)| s.items[*i].known()).collect();
+        let known: Vec<u64> = txn
+            .writes
+            .iter()
+            .map(|(i, _)| s.items[*i].known())
+            .collect();
         let mut latest = Vec::new();
         for k in &keys {
             latest.push(read(k.clone(), wait.clone()).await?);
@@ -650,7 +669,11 @@ pub async fn verify(http: &HttpClient, s: &mut State, rng: &mut Rng) -> anyhow::
         for (w, (i, _)) in txn.writes.iter().enumerate() {
             let expected = txn.expected(w, commit);
             let key = s.items[*i].key.clone();
-            let got = read(key.clone(), format!("as_of={}&timeout_ms={READ_WAIT_MS}", expected.index)).await?;
+            let got = read(
+                key.clone(),
+                format!("as_of={}&timeout_ms={READ_WAIT_MS}", expected.index),
+            )
+            .await?;
             s.checks += 1;
             if let Err(e) = check_ack(&key, &expected, got.as_ref()) {
                 s.violation(format!("txn {id}: {e}"));
@@ -696,7 +719,9 @@ pub async fn verify(http: &HttpClient, s: &mut State, rng: &mut Rng) -> anyhow::
             .and_then(counter_fields)
             .map_or(0, |(n, _)| n);
         s.counters[k].settle(count);
-        if s.trial % COUNTER_HISTORY_EVERY_TRIALS == 0 && s.trial / COUNTER_HISTORY_EVERY_TRIALS % COUNTERS as u64 == k as u64 {
+        if s.trial % COUNTER_HISTORY_EVERY_TRIALS == 0
+            && s.trial / COUNTER_HISTORY_EVERY_TRIALS % COUNTERS as u64 == k as u64
+        {
             let observed = history(http, &key, &wait).await?;
             s.checks += 1;
             let chain = observed.iter().enumerate().find(|(at, o)| {
@@ -730,7 +755,11 @@ pub async fn verify(http: &HttpClient, s: &mut State, rng: &mut Rng) -> anyhow::
             index,
             value: Some(counter_value(n, op)),
         };
-        let got = read(key.clone(), format!("as_of={index}&timeout_ms={READ_WAIT_MS}")).await?;
+        let got = read(
+            key.clone(),
+            format!("as_of={index}&timeout_ms={READ_WAIT_MS}"),
+        )
+        .await?;
         s.checks += 1;
         if let Err(e) = check_ack(&key, &expected, got.as_ref()) {
             s.violation(format!("increment op {op}: {e}"));
@@ -752,7 +781,10 @@ pub async fn verify(http: &HttpClient, s: &mut State, rng: &mut Rng) -> anyhow::
             .await?;
         s.checks += 1;
         if code != StatusCode::OK {
-            s.violation(format!("acknowledged chunk {} ({} bytes) answered {code}", c.id, c.len));
+            s.violation(format!(
+                "acknowledged chunk {} ({} bytes) answered {code}",
+                c.id, c.len
+            ));
         } else if body[..] != chunk_bytes(c.seed, c.len)[..]
             || spindle_chunk::ChunkId::of(&body).to_hex() != c.id
         {
@@ -764,6 +796,9 @@ pub async fn verify(http: &HttpClient, s: &mut State, rng: &mut Rng) -> anyhow::
             ));
         }
     }
+
+    // The retained log, replayed, agrees with the model and the Disk Views.
+    s.replayed_records += check_replay(http, grpc, s, &disk_latest, durable).await?;
 
     // The Memory View (booted from the Disk Views) equals the Disk Views' latest versions.
     let items: Vec<Value> = disk_latest.iter().map(|(k, _)| k.json()).collect();
@@ -781,7 +816,10 @@ pub async fn verify(http: &HttpClient, s: &mut State, rng: &mut Rng) -> anyhow::
         (StatusCode::OK, a) => {
             let values = a["values"].as_array().cloned().unwrap_or_default();
             if values.len() != disk_latest.len() {
-                s.violation(format!("multiget of {} items answered {a}", disk_latest.len()));
+                s.violation(format!(
+                    "multiget of {} items answered {a}",
+                    disk_latest.len()
+                ));
             }
             for (got, (key, disk)) in values.iter().zip(&disk_latest) {
                 let expected = memory_json(disk.as_ref());
@@ -807,4 +845,186 @@ async fn history(http: &HttpClient, key: &Key, params: &str) -> anyhow::Result<V
         .flatten()
         .map(|v| parse_version(v).map_err(|e| anyhow::anyhow!("GET {path}: {e}")))
         .collect()
+}
+
+/// Longest a tail of the retained log may stall.
+const TAIL_WAIT: Duration = Duration::from_secs(30);
+
+/// The retained log from `first` through `last` over gRPC (`Tail`). Truncation may move the
+/// first retained index meanwhile: the caller retries from a newer one.
+async fn tail_log(grpc: &str, first: u64, last: u64) -> anyhow::Result<Vec<proto::Record>> {
+    let mut client = grpc_connect(grpc, None).await?;
+    let request = proto::TailRequest {
+        from: first,
+        batch_records_max: 0,
+    };
+    let mut stream = tail(&mut client, request)
+        .await
+        .map_err(|s| anyhow::anyhow!("Tail from {first}: {}", s.message()))?;
+    let mut out: Vec<proto::Record> = Vec::new();
+    while out.last().is_none_or(|r| r.index < last) {
+        let batch = tokio::time::timeout(TAIL_WAIT, stream.message())
+            .await
+            .map_err(|_| anyhow::anyhow!("Tail stalled below {last}"))?
+            .map_err(|s| anyhow::anyhow!("Tail broke off: {}", s.message()))?;
+        match batch {
+            Some(b) => out.extend(b.records),
+            None => anyhow::bail!("Tail ended below {last}"),
+        }
+    }
+    out.retain(|r| r.index <= last);
+    Ok(out)
+}
+
+fn key_of(bytes: &[u8]) -> Option<Key> {
+    let (key, _) = spindle_core::ItemKey::decode(bytes)?;
+    Some(match key {
+        spindle_core::ItemKey::Node { id } => Key::Node(id),
+        spindle_core::ItemKey::Edge { from, label, to } => Key::Edge { from, label, to },
+    })
+}
+
+/// Replay the retained log: every transaction in it must be one the model knows (an
+/// acknowledged or landed transaction with exactly those records, or an increment), and
+/// each Disk View's latest version of a key the replay touched must be the replay's.
+pub async fn check_replay(
+    http: &HttpClient,
+    grpc: &str,
+    s: &mut State,
+    disk_latest: &[(Key, Option<Obs>)],
+    durable: u64,
+) -> anyhow::Result<u64> {
+    let mut attempt = 0;
+    let records = loop {
+        let (_, status) = http.json(Method::GET, "/v1/status", None).await?;
+        let first = status["log"]["first_index"].as_u64().unwrap_or(1).max(1);
+        if first > durable {
+            return Ok(0);
+        }
+        match tail_log(grpc, first, durable).await {
+            Ok(r) => break r,
+            Err(e) if attempt >= 3 => return Err(e),
+            Err(_) => attempt += 1,
+        }
+    };
+    let mut replay: std::collections::BTreeMap<Key, Obs> = Default::default();
+    let mut group: Vec<(Key, Obs)> = Vec::new();
+    let item_of: std::collections::BTreeMap<Key, usize> = s
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| (it.key.clone(), i))
+        .collect();
+    let n = records.len() as u64;
+    for r in records {
+        let Some(key) = key_of(&r.key) else {
+            s.violation(format!("log record {} has an undecodable key", r.index));
+            continue;
+        };
+        let value = match r.value.as_deref().map(serde_json::from_str::<Value>) {
+            None => None,
+            Some(Ok(v)) => Some(v),
+            Some(Err(e)) => {
+                s.violation(format!(
+                    "log record {} holds a value that is not JSON: {e}",
+                    r.index
+                ));
+                continue;
+            }
+        };
+        let obs = Obs {
+            index: r.index,
+            value,
+        };
+        replay.insert(key.clone(), obs.clone());
+        group.push((key, obs));
+        if r.commit {
+            if let Err(e) = known_group(s, &item_of, &group) {
+                s.violation(format!("log replay: {e}"));
+            }
+            group.clear();
+        }
+    }
+    if !group.is_empty() {
+        s.violation(format!(
+            "log replay: the retained log ends with {} records of an uncommitted transaction",
+            group.len()
+        ));
+    }
+    for (key, disk) in disk_latest {
+        if let Some(r) = replay.get(key) {
+            if disk.as_ref() != Some(r) {
+                s.violation(format!(
+                    "the Disk View's latest {key} is {}, the replay of the log gives {r}",
+                    disk.as_ref()
+                        .map_or_else(|| "nothing".to_owned(), ToString::to_string)
+                ));
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// One committed transaction of the log must be a transaction the model holds.
+fn known_group(
+    s: &State,
+    item_of: &std::collections::BTreeMap<Key, usize>,
+    group: &[(Key, Obs)],
+) -> Result<(), String> {
+    let commit = group.last().map_or(0, |(_, o)| o.index);
+    let describe = || {
+        group
+            .iter()
+            .map(|(k, o)| format!("{k}: {o}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    if let [(Key::Node(id), o)] = group {
+        if let Some(k) = id
+            .strip_prefix("ctr-")
+            .and_then(|k| k.parse::<usize>().ok())
+        {
+            let c = s
+                .counters
+                .get(k)
+                .ok_or_else(|| format!("unknown counter {id}"))?;
+            let (n, op) = o
+                .value
+                .as_ref()
+                .and_then(counter_fields)
+                .ok_or_else(|| format!("counter {id} written as {o}"))?;
+            let known = c.acked.get(&n) == Some(&(op, o.index))
+                || c.maybe.get(&n).is_some_and(|m| m.contains(&op));
+            return if known {
+                Ok(())
+            } else {
+                Err(format!("an increment the model lacks: {}", describe()))
+            };
+        }
+    }
+    let txn = group
+        .iter()
+        .find_map(|(_, o)| o.value.as_ref()?["txn"].as_u64())
+        .and_then(|id| s.txns.get(id as usize))
+        .ok_or_else(|| format!("a transaction the model lacks at {commit}: {}", describe()))?;
+    let matches = matches!(txn.state, TxnState::Acked(c) | TxnState::Landed(c) if c == commit)
+        && txn.writes.len() == group.len()
+        && txn
+            .writes
+            .iter()
+            .zip(group)
+            .enumerate()
+            .all(|(w, ((i, _), (k, o)))| {
+                item_of.get(k) == Some(i) && *o == txn.expected(w, commit)
+            });
+    if matches {
+        Ok(())
+    } else {
+        Err(format!(
+            "the log holds, at {commit}, transaction {} differently from the model ({:?}): {}",
+            txn.id,
+            txn.state,
+            describe()
+        ))
+    }
 }
