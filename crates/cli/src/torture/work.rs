@@ -719,7 +719,7 @@ pub async fn verify(
             .and_then(counter_fields)
             .map_or(0, |(n, _)| n);
         s.counters[k].settle(count);
-        if s.trial % COUNTER_HISTORY_EVERY_TRIALS == 0
+        if s.trial.is_multiple_of(COUNTER_HISTORY_EVERY_TRIALS)
             && s.trial / COUNTER_HISTORY_EVERY_TRIALS % COUNTERS as u64 == k as u64
         {
             let observed = history(http, &key, &wait).await?;
