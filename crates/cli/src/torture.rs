@@ -164,6 +164,7 @@ struct Summary {
     unacknowledged_landed: u64,
     unacknowledged_chunks: u64,
     conflicts_retried: u64,
+    stale_conditions_refused: u64,
     reads_own_writes: u64,
     checks: u64,
     log_records_replayed: u64,
@@ -185,6 +186,7 @@ fn summary(s: &State, seed: u64, trials: u64, clients: usize, seconds: f64) -> S
         unacknowledged_landed: s.maybe_landed,
         unacknowledged_chunks: s.maybe_chunks,
         conflicts_retried: s.conflicts_retried,
+        stale_conditions_refused: s.stale_refused,
         reads_own_writes: s.reads_own_writes,
         checks: s.checks,
         log_records_replayed: s.replayed_records,
@@ -351,8 +353,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         println!(
             "trials {}  acknowledged: {} txns ({} writes), {} increments, {} chunks  \
-             unacknowledged: {} ({} landed), {} chunks  reads of own writes {}  checks {}  \
-             log records replayed {}  kills during recovery {}  violations {}  {:.1}s  (seed {seed})",
+             unacknowledged: {} ({} landed), {} chunks  reads of own writes {}  stale conditions refused {}  \
+             checks {}  log records replayed {}  kills during recovery {}  violations {}  {:.1}s  (seed {seed})",
             sum.trials,
             sum.txns_acknowledged,
             sum.writes_acknowledged,
@@ -362,6 +364,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             sum.unacknowledged_landed,
             sum.unacknowledged_chunks,
             sum.reads_own_writes,
+            sum.stale_conditions_refused,
             sum.checks,
             sum.log_records_replayed,
             sum.kills_during_recovery,

@@ -23,6 +23,8 @@ const NODES_PER_CLIENT: usize = 6;
 pub const COUNTERS: usize = 4;
 /// Writes per owned transaction, at most.
 const TXN_WRITES_MAX: usize = 4;
+/// One owned transaction in this many carries a stale condition (and must be refused).
+const STALE_CONDITION_ONE_IN: u64 = 16;
 /// Largest chunk a client puts.
 const CHUNK_BYTES_MAX: u64 = 64 << 10;
 /// Conflicts an increment retries before giving up its turn.
@@ -94,6 +96,7 @@ pub struct State {
     pub reads_own_writes: u64,
     pub checks: u64,
     pub replayed_records: u64,
+    pub stale_refused: u64,
 }
 
 impl State {
@@ -251,7 +254,10 @@ pub async fn client(
 /// (which this client alone changes, so it must never conflict); sometimes followed by a
 /// read that waits for its index. Returns whether the client may go on.
 async fn owned_txn(c: usize, http: &HttpClient, state: &Mutex<State>, rng: &mut Rng) -> bool {
-    let (txn, body) = {
+    // Sometimes one condition is deliberately stale: the node must refuse the transaction,
+    // naming the item's true version (kept across restarts and truncation).
+    let stale = rng.below(STALE_CONDITION_ONE_IN) == 0;
+    let (txn, body, stale_item) = {
         let mut s = state.lock().unwrap();
         let g = 1 + rng.below(TXN_WRITES_MAX as u64) as usize;
         let mut chosen: Vec<usize> = Vec::new();
@@ -290,21 +296,55 @@ async fn owned_txn(c: usize, http: &HttpClient, state: &Mutex<State>, rng: &mut 
             } else {
                 ws.push(json!({"item": item, "value": txn_value(id, w)}));
             }
-            conds.push(json!({"item": item, "version": s.items[i].known()}));
+            let known = s.items[i].known();
+            let version = match (stale && w == 0, known) {
+                (false, _) => known,
+                (true, 0) => 1,
+                (true, k) => k - 1,
+            };
+            conds.push(json!({"item": item, "version": version}));
         }
         s.txns.push(txn.clone());
-        (txn, json!({"writes": ws, "conditions": conds}))
+        let stale_item = stale.then(|| {
+            (
+                s.items[txn.writes[0].0].key.clone(),
+                s.items[txn.writes[0].0].known(),
+            )
+        });
+        (txn, json!({"writes": ws, "conditions": conds}), stale_item)
     };
     let answer = http.json(Method::POST, "/v1/txn", Some(&body)).await;
     // `Ok(commit)`: acknowledged; `Err(go_on)` otherwise.
     let outcome: Result<u64, bool> = {
         let mut s = state.lock().unwrap();
         match answer {
+            Ok((StatusCode::CONFLICT, a)) if stale_item.is_some() => {
+                s.txns[txn.id as usize].state = TxnState::Absent;
+                s.stale_refused += 1;
+                let (key, known) = stale_item.expect("a stale condition was sent");
+                let failed = &a["failed"];
+                let one = failed.as_array().map_or(0, Vec::len) == 1;
+                if !one || failed[0]["item"] != key.json() || failed[0]["actual"] != known {
+                    s.violation(format!(
+                        "txn {} with a stale condition on {key} (version {known}) was refused \
+                         with {a}",
+                        txn.id
+                    ));
+                }
+                Err(true)
+            }
             Ok((StatusCode::OK, a)) => {
                 let Some(commit) = a["index"].as_u64() else {
                     s.violation(format!("txn {} acknowledged without an index: {a}", txn.id));
                     return false;
                 };
+                if let Some((key, known)) = &stale_item {
+                    s.violation(format!(
+                        "txn {} was acknowledged at {commit} although its condition on {key} \
+                         named a version other than {known}",
+                        txn.id
+                    ));
+                }
                 s.txns[txn.id as usize].state = TxnState::Acked(commit);
                 s.txn_acks += 1;
                 s.write_acks += txn.writes.len() as u64;
