@@ -8,6 +8,7 @@ mod load;
 mod ride;
 mod serve;
 mod status;
+mod torture;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,6 +49,8 @@ enum Command {
         #[command(subcommand)]
         scenario: Scenario,
     },
+    /// Crash trials: drive a `spindle serve` child, SIGKILL it at random, restart, verify.
+    Torture(torture::Args),
     /// Verify a log directory offline: segments, index ranges, torn tail, corruption.
     Inspect {
         /// The log directory.
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
         Command::Load(args) => load::load(&args),
         Command::Gen(args) => load::gen(&args),
         Command::Status(args) => status::run(&args),
+        Command::Torture(args) => torture::run(&args),
     };
     match result {
         Ok(code) => code,
