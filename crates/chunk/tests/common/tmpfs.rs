@@ -34,6 +34,25 @@ impl Tmpfs {
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
+
+    /// Fill the file system with a file at `path` until a write fails with ENOSPC; returns
+    /// its size. Deleting the file gives the space back.
+    #[allow(dead_code)]
+    pub fn fill(path: &Path) -> u64 {
+        use std::io::Write;
+        let mut f = std::fs::File::create(path).unwrap();
+        let block = vec![0xA5u8; 64 << 10];
+        let mut written = 0u64;
+        loop {
+            match f.write(&block) {
+                Ok(0) => break,
+                Ok(n) => written += n as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::StorageFull => break,
+                Err(e) => panic!("filling {}: {e}", path.display()),
+            }
+        }
+        written
+    }
 }
 
 impl Drop for Tmpfs {
