@@ -55,11 +55,18 @@ pub enum ChunkError {
         chunk_bytes_max: u64,
     },
 
-    /// An earlier write or sync failed; the store refuses writes until it is reopened.
-    #[error("chunk store writer stopped after a failure ({reason}); reopen the store")]
+    /// An earlier write or sync failed; the store refuses writes until it is reopened. Gets
+    /// of durable chunks keep working.
+    #[error(
+        "chunk store writer stopped after a failure ({reason}); {}",
+        if *.disk_full { "free disk space, then reopen the store" } else { "reopen the store" }
+    )]
     WriterFailed {
         /// The first failure.
         reason: String,
+        /// The failure was the disk running out of space (ENOSPC or a quota), so freeing
+        /// space and reopening is the remedy.
+        disk_full: bool,
     },
 
     /// The store is closed.
@@ -94,6 +101,18 @@ pub enum ChunkError {
 pub type Result<T, E = ChunkError> = std::result::Result<T, E>;
 
 impl ChunkError {
+    /// Whether this is the file system refusing a write for lack of space (or quota).
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Self::Io { source, .. } => matches!(
+                source.kind(),
+                io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+            ),
+            Self::WriterFailed { disk_full, .. } => *disk_full,
+            _ => false,
+        }
+    }
+
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         Self::Io {
             op,

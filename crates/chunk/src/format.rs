@@ -219,40 +219,64 @@ pub struct Hint {
     pub entries: Vec<HintEntry>,
 }
 
-/// Decode a hint file, or say why it cannot be trusted (the caller then scans the volume).
-pub fn decode_hint(b: &[u8]) -> Result<Hint, String> {
+/// Why a hint file cannot be trusted, and where in it the damage is: the start of the
+/// checksummed region that failed (the header at 0, the entries at `HINT_HEADER_LEN`), or of
+/// the one entry that did not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HintDamage {
+    /// Byte offset in the hint file.
+    pub offset: u64,
+    /// What did not match.
+    pub reason: String,
+}
+
+/// Decode a hint file, or say why and where it cannot be trusted (the caller then scans the
+/// volume).
+pub fn decode_hint(b: &[u8]) -> Result<Hint, HintDamage> {
+    let damage = |offset: usize, reason: String| HintDamage {
+        offset: offset as u64,
+        reason,
+    };
     if b.len() < HINT_HEADER_LEN + HINT_TRAILER_LEN || &b[0..8] != HINT_MAGIC {
-        return Err("no hint magic".into());
+        return Err(damage(0, "no hint magic".into()));
     }
     let crc = u32::from_le_bytes(b[28..32].try_into().unwrap());
     if crc != crc32c::crc32c(&b[0..28]) {
-        return Err("hint header checksum mismatch".into());
+        return Err(damage(0, "hint header checksum mismatch".into()));
     }
     let version = u32::from_le_bytes(b[8..12].try_into().unwrap());
     if version != FORMAT_VERSION {
-        return Err(format!("hint format version {version}"));
+        return Err(damage(0, format!("hint format version {version}")));
     }
     let volume = u32::from_le_bytes(b[12..16].try_into().unwrap());
     let volume_len = u64::from_le_bytes(b[16..24].try_into().unwrap());
     let count = u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize;
     let body_end = HINT_HEADER_LEN + count * HINT_ENTRY_LEN;
     if b.len() != body_end + HINT_TRAILER_LEN {
-        return Err(format!(
-            "hint length {} does not fit {count} entries",
-            b.len()
+        return Err(damage(
+            HINT_HEADER_LEN,
+            format!("hint length {} does not fit {count} entries", b.len()),
         ));
     }
     let crc = u32::from_le_bytes(b[body_end..body_end + 4].try_into().unwrap());
     if crc != crc32c::crc32c(&b[HINT_HEADER_LEN..body_end]) {
-        return Err("hint entries checksum mismatch".into());
+        return Err(damage(
+            HINT_HEADER_LEN,
+            "hint entries checksum mismatch".into(),
+        ));
     }
     // `count` is bounded by the length check above: the vector holds what the file holds.
     let mut entries = Vec::with_capacity(count);
     let mut next_offset = VOLUME_HEADER_LEN;
-    for e in b[HINT_HEADER_LEN..body_end].chunks_exact(HINT_ENTRY_LEN) {
-        let kind = RecordKind::from_code(e[44]).ok_or("unknown record kind in hint")?;
+    for (i, e) in b[HINT_HEADER_LEN..body_end]
+        .chunks_exact(HINT_ENTRY_LEN)
+        .enumerate()
+    {
+        let at = HINT_HEADER_LEN + i * HINT_ENTRY_LEN;
+        let kind = RecordKind::from_code(e[44])
+            .ok_or_else(|| damage(at, "unknown record kind in hint".into()))?;
         if e[45..48] != [0, 0, 0] {
-            return Err("reserved hint entry bytes are not zero".into());
+            return Err(damage(at, "reserved hint entry bytes are not zero".into()));
         }
         let entry = HintEntry {
             id: ChunkId::from_bytes(e[0..32].try_into().unwrap()),
@@ -260,12 +284,14 @@ pub fn decode_hint(b: &[u8]) -> Result<Hint, String> {
             len: u32::from_le_bytes(e[40..44].try_into().unwrap()),
             kind,
         };
-        next_offset = check_hint_entry(&entry, next_offset, volume_len)?;
+        next_offset =
+            check_hint_entry(&entry, next_offset, volume_len).map_err(|r| damage(at, r))?;
         entries.push(entry);
     }
     if next_offset != volume_len {
-        return Err(format!(
-            "hint records end at {next_offset}, the volume at {volume_len}"
+        return Err(damage(
+            body_end,
+            format!("hint records end at {next_offset}, the volume at {volume_len}"),
         ));
     }
     Ok(Hint {
@@ -388,7 +414,13 @@ mod tests {
         for i in 0..b.len() {
             let mut bad = b.clone();
             bad[i] ^= 0x40;
-            assert!(decode_hint(&bad).is_err(), "byte {i}");
+            let damage = decode_hint(&bad).unwrap_err();
+            let region = if i < HINT_HEADER_LEN {
+                0
+            } else {
+                HINT_HEADER_LEN
+            };
+            assert_eq!(damage.offset, region as u64, "byte {i}");
         }
         assert!(decode_hint(&b[..b.len() - 1]).is_err());
     }

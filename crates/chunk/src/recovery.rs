@@ -51,6 +51,7 @@ pub(crate) fn recover(dir: &Path) -> Result<Recovered> {
         let len = file_len(&path)?;
         let (entries, hint_bytes) = match volume::read_hint(dir, n, len) {
             Some(found) => {
+                volume::check_volume_header(&path, n)?;
                 report.volumes_from_hints += 1;
                 found
             }

@@ -94,8 +94,24 @@ pub(crate) struct Queue {
     /// Every op with a sequence number up to this one is durable (or decided).
     pub durable_seq: u64,
     pub deleted: HashMap<u64, bool>,
-    pub failed: Option<String>,
+    pub failed: Option<Failure>,
     pub closing: bool,
+}
+
+/// The writer's first failure, sticky until the store is reopened.
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    pub reason: String,
+    pub disk_full: bool,
+}
+
+impl Failure {
+    pub(crate) fn error(&self) -> ChunkError {
+        ChunkError::WriterFailed {
+            reason: self.reason.clone(),
+            disk_full: self.disk_full,
+        }
+    }
 }
 
 /// State shared by the handle, the writer thread and compaction.
@@ -439,12 +455,11 @@ impl ChunkStore {
         if handle.join().is_err() {
             return Err(ChunkError::WriterFailed {
                 reason: "writer thread panicked".into(),
+                disk_full: false,
             });
         }
         match &self.shared.queue.lock().failed {
-            Some(reason) => Err(ChunkError::WriterFailed {
-                reason: reason.clone(),
-            }),
+            Some(failure) => Err(failure.error()),
             None => Ok(()),
         }
     }
@@ -541,10 +556,8 @@ impl Shared {
         seq: u64,
     ) -> Result<MutexGuard<'a, Queue>> {
         while q.durable_seq < seq {
-            if let Some(reason) = &q.failed {
-                return Err(ChunkError::WriterFailed {
-                    reason: reason.clone(),
-                });
+            if let Some(failure) = &q.failed {
+                return Err(failure.error());
             }
             self.done_cv.wait(&mut q);
         }
@@ -594,10 +607,8 @@ fn lock_marker(dir: &Path) -> Result<File> {
 }
 
 fn usable(q: &Queue) -> Result<()> {
-    if let Some(reason) = &q.failed {
-        return Err(ChunkError::WriterFailed {
-            reason: reason.clone(),
-        });
+    if let Some(failure) = &q.failed {
+        return Err(failure.error());
     }
     if q.closing {
         return Err(ChunkError::Closed);

@@ -41,7 +41,9 @@ pub enum HintStatus {
     /// The hint describes a shorter or longer volume; open scans instead (normal for the
     /// last volume after a crash).
     Stale,
-    /// The hint cannot be decoded; open scans instead.
+    /// The hint fails its checksums (`VolumeReport::hint_damage` says where). Hints are
+    /// written to a temporary name, synced and renamed, so a crash never leaves one half
+    /// written: this is damage to synced bytes. Open scans the volume instead.
     Unreadable,
     /// The hint is well formed, matches the volume's length, and lists other records.
     Mismatch,
@@ -68,6 +70,8 @@ pub struct VolumeReport {
     pub garbage_bytes: u64,
     /// The hint file's state.
     pub hint: HintStatus,
+    /// Where an unreadable hint file is damaged: (offset in the hint file, what was wrong).
+    pub hint_damage: Option<(u64, String)>,
     /// The volume's state.
     pub status: VolumeStatus,
     /// Every damaged record found: (offset, what was wrong). Past the first one, records are
@@ -94,7 +98,8 @@ impl VerifyReport {
     /// Whether nothing is corrupt (a torn tail and stale hints are not errors).
     pub fn is_ok(&self) -> bool {
         self.volumes.iter().all(|v| {
-            !matches!(v.status, VolumeStatus::Corrupt { .. }) && v.hint != HintStatus::Mismatch
+            !matches!(v.status, VolumeStatus::Corrupt { .. })
+                && !matches!(v.hint, HintStatus::Mismatch | HintStatus::Unreadable)
         })
     }
 }
@@ -127,6 +132,7 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
             live_bytes: 0,
             garbage_bytes: 0,
             hint: HintStatus::Missing,
+            hint_damage: None,
             status: VolumeStatus::Clean,
             damaged: Vec::new(),
         };
@@ -171,7 +177,7 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
             }
             catalog.apply(n, e);
         }
-        report.hint = hint_status(dir, n, bytes, &scan);
+        (report.hint, report.hint_damage) = hint_status(dir, n, bytes, &scan);
         volumes.push(report);
     }
     for v in &mut volumes {
@@ -192,19 +198,25 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
     })
 }
 
-fn hint_status(dir: &Path, n: u32, bytes: u64, scan: &volume::Scan) -> HintStatus {
+fn hint_status(
+    dir: &Path,
+    n: u32,
+    bytes: u64,
+    scan: &volume::Scan,
+) -> (HintStatus, Option<(u64, String)>) {
     let Ok(raw) = fs::read(format::hint_path(dir, n)) else {
-        return HintStatus::Missing;
+        return (HintStatus::Missing, None);
     };
-    match format::decode_hint(&raw) {
-        Err(_) => HintStatus::Unreadable,
+    let status = match format::decode_hint(&raw) {
+        Err(damage) => return (HintStatus::Unreadable, Some((damage.offset, damage.reason))),
         Ok(h) if h.volume != n => HintStatus::Mismatch,
         Ok(h) if h.volume_len != bytes => HintStatus::Stale,
         Ok(h) if scan.stop.is_none() && h.entries == scan.entries => HintStatus::Matches,
         // Where the volume is damaged, the hint can only be checked up to the damage.
         Ok(h) if scan.stop.is_some() && h.entries.starts_with(&scan.entries) => HintStatus::Matches,
         Ok(_) => HintStatus::Mismatch,
-    }
+    };
+    (status, None)
 }
 
 /// The records after the first damaged one, from a hint file that matches the volume's length

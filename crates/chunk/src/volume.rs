@@ -155,6 +155,27 @@ pub fn write_hint(dir: &Path, volume: u32, volume_len: u64, entries: &[HintEntry
     Ok(bytes.len() as u64)
 }
 
+/// Check the header of a volume that open will not scan (its hint lists the records): a
+/// damaged header is corruption of synced bytes and is reported as such, as a scan would.
+pub fn check_volume_header(path: &Path, number: u32) -> Result<()> {
+    let mut b = [0u8; VOLUME_HEADER_LEN as usize];
+    File::open(path)
+        .and_then(|f| f.read_exact_at(&mut b, 0))
+        .map_err(|e| ChunkError::io("read volume header", path, e))?;
+    match format::decode_volume_header(&b) {
+        Ok(n) if n == number => Ok(()),
+        Ok(n) => Err(ChunkError::Format {
+            path: path.to_owned(),
+            reason: format!("header says volume {n}, file name says {number}"),
+        }),
+        Err(reason) => Err(ChunkError::Corrupt {
+            volume: path.to_owned(),
+            offset: 0,
+            reason,
+        }),
+    }
+}
+
 /// Read a hint file and accept it only if it describes `volume` at exactly `volume_len` bytes.
 pub fn read_hint(dir: &Path, volume: u32, volume_len: u64) -> Option<(Vec<HintEntry>, u64)> {
     let bytes = fs::read(format::hint_path(dir, volume)).ok()?;

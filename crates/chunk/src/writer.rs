@@ -23,7 +23,7 @@ use crate::error::{ChunkError, Result};
 use crate::format::{HintEntry, RecordHeader, RecordKind};
 use crate::id::ChunkId;
 use crate::policy;
-use crate::store::Shared;
+use crate::store::{Failure, Shared};
 use crate::volume;
 
 /// What an operation asks the writer to do.
@@ -111,7 +111,10 @@ pub(crate) fn run(shared: Arc<Shared>, mut active: Active) {
                 .name(format!("chunk-syncer-{i}"))
                 .spawn_scoped(s, || run_syncer(&shared, &pipe));
             if let Err(e) = syncer {
-                record_failure(&shared, format!("cannot spawn a syncer thread: {e}"));
+                record_failure(
+                    &shared,
+                    &ChunkError::io("spawn syncer thread", &shared.dir, e),
+                );
                 pipe.state.lock().stop = true;
                 pipe.cv.notify_all();
                 return;
@@ -121,7 +124,7 @@ pub(crate) fn run(shared: Arc<Shared>, mut active: Active) {
             .and_then(|()| wait_drained(&pipe))
             .and_then(|()| close_active(&shared, &active));
         if let Err(e) = result {
-            record_failure(&shared, e.to_string());
+            record_failure(&shared, &e);
         }
         pipe.state.lock().stop = true;
         pipe.cv.notify_all();
@@ -211,6 +214,7 @@ fn hand_off(pipe: &Pipe, written: Written) -> Result<()> {
     if st.failed {
         return Err(ChunkError::WriterFailed {
             reason: "the syncer failed".into(),
+            disk_full: false,
         });
     }
     if !written.ops.is_empty() {
@@ -229,6 +233,7 @@ fn wait_drained(pipe: &Pipe) -> Result<()> {
     if st.failed {
         return Err(ChunkError::WriterFailed {
             reason: "the syncer failed".into(),
+            disk_full: false,
         });
     }
     Ok(())
@@ -258,7 +263,7 @@ fn run_syncer(shared: &Shared, pipe: &Pipe) {
             pipe.cv.wait(&mut st);
         }
         if let Err(e) = synced {
-            record_failure(shared, e.to_string());
+            record_failure(shared, &e);
             st.failed = true;
         }
         if st.failed {
@@ -312,9 +317,16 @@ fn publish_batches(shared: &Shared, pipe: &Pipe, batches: Vec<Written>) {
     }
 }
 
-fn record_failure(shared: &Shared, reason: String) {
+/// Make the first failure sticky and wake every waiter. Chunks still in the write buffer
+/// will never be durable, so they stop being readable: `has` and `get` answer only for what
+/// was acknowledged (or, before a failure, is on its way to be).
+fn record_failure(shared: &Shared, e: &ChunkError) {
     let mut q = shared.queue.lock();
-    q.failed.get_or_insert(reason);
+    q.failed.get_or_insert_with(|| Failure {
+        reason: e.to_string(),
+        disk_full: e.is_disk_full(),
+    });
+    q.buffered.clear();
     shared.done_cv.notify_all();
 }
 
@@ -345,6 +357,19 @@ fn append(
 ) -> Result<HintEntry> {
     let path = crate::format::volume_path(&shared.dir, active.number);
     let encoded = header.encode();
+    // "torn": half a header reaches the file first, as a short write before an error would.
+    // "full": the error is ENOSPC.
+    ::fail::fail_point!("chunk-writer-append", |arg: Option<String>| {
+        if arg.as_deref() == Some("torn") {
+            let half = &encoded[..encoded.len() / 2];
+            let _ = (&*active.file).write_all(half);
+        }
+        let e = match arg.as_deref() {
+            Some("full") => std::io::Error::from(std::io::ErrorKind::StorageFull),
+            _ => std::io::Error::other("injected write failure"),
+        };
+        Err(ChunkError::io("append to volume", &path, e))
+    });
     let mut bufs = [IoSlice::new(&encoded), IoSlice::new(data)];
     let mut slices = &mut bufs[..];
     while !slices.is_empty() {

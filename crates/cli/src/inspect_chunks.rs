@@ -46,7 +46,7 @@ fn hint_name(h: HintStatus) -> &'static str {
         HintStatus::Matches => "ok",
         HintStatus::Missing => "missing",
         HintStatus::Stale => "stale",
-        HintStatus::Unreadable => "unreadable",
+        HintStatus::Unreadable => "CORRUPT",
         HintStatus::Mismatch => "MISMATCH",
     }
 }
@@ -97,6 +97,13 @@ fn text(r: &VerifyReport) -> String {
         {
             eprintln!("error: {} at offset {offset}: {reason}", v.path.display());
         }
+        if let Some((offset, reason)) = &v.hint_damage {
+            eprintln!(
+                "error: {} at offset {offset}: {reason} (open scans the volume instead and \
+                 rewrites the hint of a sealed volume)",
+                v.path.with_extension("hint").display()
+            );
+        }
         if v.hint == HintStatus::Mismatch {
             eprintln!(
                 "error: hint file of {} lists other records than the volume holds; delete the \
@@ -135,6 +142,9 @@ fn to_json(r: &VerifyReport) -> serde_json::Value {
                 "live_bytes": v.live_bytes,
                 "garbage_bytes": v.garbage_bytes,
                 "hint": hint_name(v.hint).to_lowercase(),
+                "hint_file": v.path.with_extension("hint"),
+                "hint_offset": v.hint_damage.as_ref().map(|(o, _)| o),
+                "hint_detail": v.hint_damage.as_ref().map(|(_, r)| r),
                 "status": status,
                 "offset": offset,
                 "detail": detail,
@@ -195,6 +205,22 @@ mod tests {
             json["volumes"][0]["offset"],
             spindle_chunk::VOLUME_HEADER_LEN
         );
+        assert_ne!(run(dir.path(), false).unwrap(), ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn a_damaged_hint_names_its_file_and_offset_and_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        store_with_chunks(dir.path());
+        let hint = dir.path().join("00000001.hint");
+        let mut bytes = std::fs::read(&hint).unwrap();
+        bytes[40] ^= 0x01; // inside the first entry
+        std::fs::write(&hint, bytes).unwrap();
+        let json = to_json(&verify_store(dir.path()).unwrap());
+        assert_eq!(json["ok"], false);
+        assert_eq!(json["volumes"][0]["hint"], "corrupt");
+        assert_eq!(json["volumes"][0]["hint_file"], hint.to_str().unwrap());
+        assert_eq!(json["volumes"][0]["hint_offset"], 32);
         assert_ne!(run(dir.path(), false).unwrap(), ExitCode::SUCCESS);
     }
 }

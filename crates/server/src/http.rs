@@ -793,6 +793,14 @@ fn chunk_error(e: ChunkError) -> ApiError {
         ChunkError::ChunkTooLarge { .. } => {
             ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", e.to_string())
         }
+        ChunkError::WriterFailed {
+            disk_full: true, ..
+        } => ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "disk_full", e.to_string()),
+        ChunkError::WriterFailed { .. } => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "chunk_store_failed",
+            e.to_string(),
+        ),
         other => ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "chunk_store",

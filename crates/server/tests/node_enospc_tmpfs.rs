@@ -1,0 +1,167 @@
+//! A node whose data directory runs out of space (a 48 MiB tmpfs) refuses writes with a JSON
+//! error and a 507 or 503 status (`disk_full` for chunks, `log_unavailable` for
+//! transactions), keeps answering reads (every acknowledged chunk; items as far as the Disk
+//! Views had applied), and after space is freed and the node restarted takes writes again
+//! with nothing acknowledged lost: every acknowledged transaction reads back. Mounting needs
+//! root: without it the test prints why and passes vacuously.
+
+mod common;
+#[path = "../../chunk/tests/common/tmpfs.rs"]
+mod tmpfs;
+
+use hyper::{Method, StatusCode};
+use serde_json::json;
+use spindle_server::client::HttpClient;
+
+fn txn(i: u64) -> serde_json::Value {
+    json!({"writes": [{"item": {"kind": "node", "id": format!("n{i}")},
+                       "value": {"i": i, "pad": "x".repeat(16 << 10)}}]})
+}
+
+fn chunk(seed: u64) -> Vec<u8> {
+    (0..(128u64 << 10))
+        .map(|i| (i.wrapping_mul(seed | 1) >> 3) as u8)
+        .collect()
+}
+
+/// Item `n{i}` for the first and last acknowledged transaction (`txns` holds their commit
+/// indexes), waiting for the view to have applied it; and every acknowledged chunk.
+async fn assert_reads(client: &HttpClient, txns: &[u64], chunks: &[(String, Vec<u8>)]) {
+    let last = txns.len() as u64;
+    for (i, index) in [(1, txns[0]), (last, txns[txns.len() - 1])] {
+        let (status, answer) = client
+            .json(
+                Method::GET,
+                &format!("/v1/item?node=n{i}&min_index={index}"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(status, StatusCode::OK, "n{i}: {answer}");
+        assert_eq!(answer["value"]["i"], i, "n{i}: {answer}");
+    }
+    for (id, data) in chunks {
+        let (status, body) = client
+            .request(Method::GET, &format!("/v1/chunks/{id}"), None)
+            .await
+            .unwrap();
+        assert_eq!(status, StatusCode::OK, "chunk {id}");
+        assert!(body[..] == data[..], "chunk {id}");
+    }
+}
+
+#[test]
+fn a_full_disk_refuses_writes_with_507_or_503_and_keeps_reads() {
+    let fs = match tmpfs::Tmpfs::mount(48 << 20) {
+        Ok(fs) => fs,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir_in(fs.path()).unwrap();
+    let config = common::config(dir.path());
+    let server = common::TestServer::start_in(dir, config.clone());
+    let client = server.http(None);
+    let filler = fs.path().join("filler");
+    let (txns, chunks) = server.rt.block_on(async {
+        let (status, answer) = client
+            .json(Method::POST, "/v1/txn", Some(&txn(1)))
+            .await
+            .unwrap();
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        let mut txns = vec![answer["index"].as_u64().unwrap()];
+        let data = chunk(1);
+        let (status, body) = client
+            .request(Method::POST, "/v1/chunks", Some(data.clone()))
+            .await
+            .unwrap();
+        assert!(status.is_success(), "{status}");
+        let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let mut chunks = vec![(answer["id"].as_str().unwrap().to_owned(), data)];
+
+        println!("filler: {} bytes", tmpfs::Tmpfs::fill(&filler));
+
+        // Chunks: refused with 507 disk_full once the volume cannot grow.
+        let mut refused = None;
+        for seed in 2..200 {
+            let data = chunk(seed);
+            let (status, body) = client
+                .request(Method::POST, "/v1/chunks", Some(data.clone()))
+                .await
+                .unwrap();
+            let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            if status.is_success() {
+                chunks.push((answer["id"].as_str().unwrap().to_owned(), data));
+                continue;
+            }
+            refused = Some((status, answer));
+            break;
+        }
+        let (status, answer) = refused.expect("a chunk put was refused");
+        println!("chunk put on a full disk: {status} {answer}");
+        assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{answer}");
+        assert_eq!(answer["error"], "disk_full", "{answer}");
+
+        // Transactions: refused once the log cannot grow.
+        let mut refused = None;
+        for i in 2..2000 {
+            let (status, answer) = client
+                .json(Method::POST, "/v1/txn", Some(&txn(i)))
+                .await
+                .unwrap();
+            if status == StatusCode::OK {
+                txns.push(answer["index"].as_u64().unwrap());
+                continue;
+            }
+            refused = Some((status, answer));
+            break;
+        }
+        let (status, answer) = refused.expect("a transaction was refused");
+        println!(
+            "txn on a full disk after {} acknowledged: {status} {answer}",
+            txns.len()
+        );
+        assert!(
+            [
+                StatusCode::INSUFFICIENT_STORAGE,
+                StatusCode::SERVICE_UNAVAILABLE
+            ]
+            .contains(&status),
+            "{status} {answer}"
+        );
+        assert!(answer["error"].is_string(), "{answer}");
+        // Reads: every acknowledged chunk; items up to what the Disk Views applied before
+        // their RocksDB could not grow. A view that cannot write stops following the log
+        // and says so in /v1/status; it catches up after a restart.
+        assert_reads(&client, &txns[..1], &chunks).await;
+        let (status, answer) = client.json(Method::GET, "/v1/status", None).await.unwrap();
+        assert_eq!(status, StatusCode::OK);
+        println!("status failures on a full disk: {}", answer["failures"]);
+        (txns, chunks)
+    });
+    let dir = server.stop();
+
+    std::fs::remove_file(&filler).unwrap();
+    let server = common::TestServer::start_in(dir, config);
+    let client = server.http(None);
+    server.rt.block_on(async {
+        let mut txns = txns;
+        assert_reads(&client, &txns, &chunks).await;
+        let next = txns.len() as u64 + 1;
+        let (status, answer) = client
+            .json(Method::POST, "/v1/txn", Some(&txn(next)))
+            .await
+            .unwrap();
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        txns.push(answer["index"].as_u64().unwrap());
+        let (status, _) = client
+            .request(Method::POST, "/v1/chunks", Some(chunk(9999)))
+            .await
+            .unwrap();
+        assert!(status.is_success(), "{status}");
+        assert_reads(&client, &txns, &chunks).await;
+    });
+    drop(server.stop());
+    drop(fs);
+}
