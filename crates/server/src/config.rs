@@ -276,7 +276,9 @@ impl ServerConfig {
             ("carousel_groups_max", self.carousel_groups_max),
         ] {
             if !(1..=STREAMS_LIMIT).contains(&n) {
-                return bad(format!("{what} is {n}; it must be between 1 and {STREAMS_LIMIT}"));
+                return bad(format!(
+                    "{what} is {n}; it must be between 1 and {STREAMS_LIMIT}"
+                ));
             }
         }
         if self.shutdown_ms_max < SHUTDOWN_MS_MIN {
@@ -343,7 +345,8 @@ mod tests {
 
     #[test]
     fn stream_and_batch_bounds_are_checked_at_load() {
-        let cases: [(&str, fn(&mut ServerConfig)); 8] = [
+        type Edit = fn(&mut ServerConfig);
+        let cases: [(&str, Edit); 8] = [
             ("tail_batch_records_max", |c| c.tail_batch_records_max = 0),
             ("tail_batch_records_max", |c| {
                 c.tail_batch_records_max = TAIL_BATCH_RECORDS_LIMIT + 1

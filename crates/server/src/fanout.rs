@@ -147,7 +147,9 @@ fn injected() -> Option<ReadError> {
         },
         _ => ReadError::Io {
             file: "injected".into(),
-            source: Arc::new(std::io::Error::other("injected by the fanout::read failpoint")),
+            source: Arc::new(std::io::Error::other(
+                "injected by the fanout::read failpoint"
+            )),
         },
     }));
     None
@@ -207,7 +209,9 @@ async fn tail_into(
                     Recovery::GiveUp => {
                         let next = tail.position();
                         health.fail(if failed_reads > 1 {
-                            format!("reading index {next}: {e} (gave up after {failed_reads} attempts)")
+                            format!(
+                                "reading index {next}: {e} (gave up after {failed_reads} attempts)"
+                            )
                         } else {
                             format!("reading index {next}: {e}")
                         });
@@ -305,7 +309,9 @@ mod tests {
     #[test]
     fn corruption_truncation_and_a_closed_log_are_permanent() {
         let permanent = [
-            ReadError::Truncated { first: Index::new(9) },
+            ReadError::Truncated {
+                first: Index::new(9),
+            },
             ReadError::Corrupt {
                 file: "f".into(),
                 offset: 3,

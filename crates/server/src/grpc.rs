@@ -376,9 +376,9 @@ impl Service {
             slot.carousel.board(&req)
         };
         let mut rider = rider.map_err(|e| match e {
-            IterError::CarouselGroupsFull { .. } => Status::resource_exhausted(format!(
-                "{e} (the server's carousel_groups_max)"
-            )),
+            IterError::CarouselGroupsFull { .. } => {
+                Status::resource_exhausted(format!("{e} (the server's carousel_groups_max)"))
+            }
             other => Status::invalid_argument(other.to_string()),
         })?;
         Counters::bump(&node.metrics.iterations, 1);
@@ -455,10 +455,12 @@ impl Service {
                 let read = match read {
                     Ok(_) => tokio::task::spawn_blocking(move || read_messages(&log, next, limits))
                         .await
-                        .unwrap_or_else(|e| Err(ReadError::Io {
-                            file: "tail".into(),
-                            source: Arc::new(std::io::Error::other(e.to_string())),
-                        })),
+                        .unwrap_or_else(|e| {
+                            Err(ReadError::Io {
+                                file: "tail".into(),
+                                source: Arc::new(std::io::Error::other(e.to_string())),
+                            })
+                        }),
                     Err(e) => Err(e),
                 };
                 let messages = match read {
@@ -627,7 +629,10 @@ mod tests {
                 }
                 rejoined.extend(m.records.iter().cloned());
             }
-            assert_eq!(rejoined, input, "{txns:?}: nothing lost, reordered or repeated");
+            assert_eq!(
+                rejoined, input,
+                "{txns:?}: nothing lost, reordered or repeated"
+            );
         }
     }
 

@@ -97,12 +97,16 @@ impl From<crate::node::WaitError> for ApiError {
     fn from(e: crate::node::WaitError) -> Self {
         use crate::node::WaitError;
         match e {
-            WaitError::Timeout { .. } => {
-                ApiError::new(StatusCode::GATEWAY_TIMEOUT, "not_yet_applied", e.to_string())
-            }
-            WaitError::Stalled { .. } => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "views_stalled", e.to_string())
-            }
+            WaitError::Timeout { .. } => ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "not_yet_applied",
+                e.to_string(),
+            ),
+            WaitError::Stalled { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "views_stalled",
+                e.to_string(),
+            ),
         }
     }
 }

@@ -90,9 +90,7 @@ pub enum NodeError {
 /// Why a read that waits for an applied index did not get it.
 #[derive(Debug, thiserror::Error)]
 pub enum WaitError {
-    #[error(
-        "view {view} has applied {applied} and did not reach {wanted} within {waited_ms} ms"
-    )]
+    #[error("view {view} has applied {applied} and did not reach {wanted} within {waited_ms} ms")]
     Timeout {
         view: String,
         wanted: Index,

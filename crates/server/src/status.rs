@@ -168,7 +168,13 @@ impl Node {
             self.memory.stall.reason(),
         ))
         .chain(self.indexes.iter().map(|(_, s)| {
-            (&s.name, s.get().is_some(), "index", s.applied(), s.stall.reason())
+            (
+                &s.name,
+                s.get().is_some(),
+                "index",
+                s.applied(),
+                s.stall.reason(),
+            )
         }));
         for (name, ready, kind, applied, stalled) in booted {
             views.push(ViewStatus {

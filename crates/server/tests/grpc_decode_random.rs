@@ -5,8 +5,8 @@
 //! `PROPTEST_CASES=100000 cargo test --release -p spindle-server --test grpc_decode_random`
 //! runs a long campaign.
 
-use prost::Message;
 use proptest::prelude::*;
+use prost::Message;
 use spindle_server::proto::{FrameChunk, IterateRequest, Record, RecordBatch, TailRequest};
 
 /// The most elements (or bytes) a decoded container may reserve for an input of `len`
@@ -29,7 +29,11 @@ fn check_request(input: &[u8]) {
 fn check_batch(input: &[u8]) {
     if let Ok(batch) = RecordBatch::decode(input) {
         let bound = reserve_bound(input.len());
-        assert!(batch.records.capacity() <= bound, "{}", batch.records.capacity());
+        assert!(
+            batch.records.capacity() <= bound,
+            "{}",
+            batch.records.capacity()
+        );
         let held: usize = batch
             .records
             .iter()
@@ -54,21 +58,23 @@ fn valid_request() -> impl Strategy<Value = Vec<u8>> {
         proptest::option::of("[/a-z]{0,12}"),
         (any::<bool>(), any::<bool>()),
     )
-        .prop_map(|(view, lo, hi, kinds, keys_only, from, to, projection, (l, d))| {
-            IterateRequest {
-                view,
-                range_lo: lo,
-                range_hi: hi,
-                kinds,
-                keys_only,
-                from,
-                to,
-                projection,
-                latest_only: l,
-                dedicated: d,
-            }
-            .encode_to_vec()
-        })
+        .prop_map(
+            |(view, lo, hi, kinds, keys_only, from, to, projection, (l, d))| {
+                IterateRequest {
+                    view,
+                    range_lo: lo,
+                    range_hi: hi,
+                    kinds,
+                    keys_only,
+                    from,
+                    to,
+                    projection,
+                    latest_only: l,
+                    dedicated: d,
+                }
+                .encode_to_vec()
+            },
+        )
 }
 
 fn valid_batch() -> impl Strategy<Value = Vec<u8>> {
@@ -99,31 +105,51 @@ fn valid_batch() -> impl Strategy<Value = Vec<u8>> {
 
 #[derive(Clone, Debug)]
 enum Mutation {
-    Flip { at: usize, byte: u8 },
-    Cut { at: usize },
-    Insert { at: usize, bytes: Vec<u8> },
+    Flip {
+        at: usize,
+        byte: u8,
+    },
+    Cut {
+        at: usize,
+    },
+    Insert {
+        at: usize,
+        bytes: Vec<u8>,
+    },
     /// A length-delimited field whose length varint claims up to 2^64 - 1 bytes.
-    HugeLength { at: usize, tag: u8, len: u64 },
+    HugeLength {
+        at: usize,
+        tag: u8,
+        len: u64,
+    },
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         (any::<usize>(), any::<u8>()).prop_map(|(at, byte)| Mutation::Flip { at, byte }),
         any::<usize>().prop_map(|at| Mutation::Cut { at }),
-        (any::<usize>(), proptest::collection::vec(any::<u8>(), 1..12))
+        (
+            any::<usize>(),
+            proptest::collection::vec(any::<u8>(), 1..12)
+        )
             .prop_map(|(at, bytes)| Mutation::Insert { at, bytes }),
-        (any::<usize>(), 1u8..16, any::<u64>())
-            .prop_map(|(at, field, len)| Mutation::HugeLength {
-                at,
-                tag: (field << 3) | 2,
-                len: len | (1 << 31),
-            }),
+        (any::<usize>(), 1u8..16, any::<u64>()).prop_map(|(at, field, len)| Mutation::HugeLength {
+            at,
+            tag: (field << 3) | 2,
+            len: len | (1 << 31),
+        }),
     ]
 }
 
 fn mutate(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
     for m in mutations {
-        let at = |i: usize| if bytes.is_empty() { 0 } else { i % (bytes.len() + 1) };
+        let at = |i: usize| {
+            if bytes.is_empty() {
+                0
+            } else {
+                i % (bytes.len() + 1)
+            }
+        };
         match m {
             Mutation::Flip { at: i, byte } => {
                 if !bytes.is_empty() {
@@ -186,10 +212,22 @@ fn a_length_beyond_the_input_is_refused() {
             let mut input = vec![(field << 3) | 2];
             prost::encoding::encode_varint(len, &mut input);
             input.extend_from_slice(b"abcde");
-            assert!(IterateRequest::decode(&input[..]).is_err(), "field {field} len {len}");
-            assert!(TailRequest::decode(&input[..]).is_err(), "field {field} len {len}");
-            assert!(RecordBatch::decode(&input[..]).is_err(), "field {field} len {len}");
-            assert!(FrameChunk::decode(&input[..]).is_err(), "field {field} len {len}");
+            assert!(
+                IterateRequest::decode(&input[..]).is_err(),
+                "field {field} len {len}"
+            );
+            assert!(
+                TailRequest::decode(&input[..]).is_err(),
+                "field {field} len {len}"
+            );
+            assert!(
+                RecordBatch::decode(&input[..]).is_err(),
+                "field {field} len {len}"
+            );
+            assert!(
+                FrameChunk::decode(&input[..]).is_err(),
+                "field {field} len {len}"
+            );
         }
     }
 }

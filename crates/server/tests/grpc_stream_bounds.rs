@@ -25,11 +25,9 @@ fn txn(t: usize, records: usize, pad: usize) -> Transaction {
 }
 
 /// The status a call ends with, whether it is refused at once or as its first message.
-async fn refusal<T: Send + 'static>(
-    call: Result<tonic::Streaming<T>, tonic::Status>,
-) -> tonic::Status
+async fn refusal<T>(call: Result<tonic::Streaming<T>, tonic::Status>) -> tonic::Status
 where
-    T: prost::Message + Default,
+    T: prost::Message + Default + Send + 'static,
 {
     match call {
         Err(status) => status,
@@ -95,7 +93,10 @@ fn tail_messages_stay_within_the_record_and_byte_limits() {
                 }
             }
             // The 100 KiB transaction, and (when asked for 7) each 10-record one.
-            assert!(alone >= 1, "asked {asked}: the large transaction went alone");
+            assert!(
+                alone >= 1,
+                "asked {asked}: the large transaction went alone"
+            );
         }
     });
     server.stop();
@@ -141,7 +142,10 @@ fn streams_beyond_their_limits_are_refused_and_seats_come_back() {
         };
         let refused = refusal(iterate(&mut client, keys_only.clone()).await).await;
         assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
-        assert!(refused.message().contains("carousel_groups_max"), "{refused:?}");
+        assert!(
+            refused.message().contains("carousel_groups_max"),
+            "{refused:?}"
+        );
         // A dedicated iterator uses no group: the third seat.
         let dedicated = IterateRequest {
             dedicated: true,
@@ -151,7 +155,10 @@ fn streams_beyond_their_limits_are_refused_and_seats_come_back() {
         assert!(third.message().await.unwrap().is_some());
         let refused = refusal(iterate(&mut client, dedicated.clone()).await).await;
         assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
-        assert!(refused.message().contains("iterate_streams_max"), "{refused:?}");
+        assert!(
+            refused.message().contains("iterate_streams_max"),
+            "{refused:?}"
+        );
         // A client that goes away frees its seat (hang guard only).
         drop(third);
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -176,7 +183,10 @@ fn streams_beyond_their_limits_are_refused_and_seats_come_back() {
         let waiting = tail(&mut client, request.clone()).await.unwrap();
         let refused = refusal(tail(&mut client, request.clone()).await).await;
         assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
-        assert!(refused.message().contains("tail_streams_max"), "{refused:?}");
+        assert!(
+            refused.message().contains("tail_streams_max"),
+            "{refused:?}"
+        );
         drop((first, same, waiting));
     });
     server.stop();

@@ -109,7 +109,10 @@ fn every_stream_ends_and_shutdown_completes_with_a_stalled_reader() {
     // Its rider was detached from the carousel.
     let deadline = std::time::Instant::now() + HANG_GUARD;
     while !node.disks[0].carousel.status().riders.is_empty() {
-        assert!(std::time::Instant::now() < deadline, "a rider was never detached");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a rider was never detached"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     // And it sees an error, never a clean end.

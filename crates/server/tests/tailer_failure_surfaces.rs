@@ -61,7 +61,10 @@ fn a_corrupt_frame_stalls_the_views_visibly_and_waiting_reads_fail_fast() {
             if code == StatusCode::OK {
                 break;
             }
-            assert!(Instant::now() < deadline, "the Memory View never booted: {answer}");
+            assert!(
+                Instant::now() < deadline,
+                "the Memory View never booted: {answer}"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         fail::cfg("fanout::read", "return(corrupt)").unwrap();
@@ -83,7 +86,10 @@ fn a_corrupt_frame_stalls_the_views_visibly_and_waiting_reads_fail_fast() {
         let (_, metrics) = client.request(Method::GET, "/metrics", None).await.unwrap();
         let metrics = String::from_utf8(metrics.to_vec()).unwrap();
         assert!(metrics.contains("spindle_tailer_failed 1"), "{metrics}");
-        assert!(metrics.contains("spindle_tailer_read_errors_total 1"), "{metrics}");
+        assert!(
+            metrics.contains("spindle_tailer_read_errors_total 1"),
+            "{metrics}"
+        );
         // A read that waits for the stalled index fails with the reason.
         let (code, answer) = client
             .json(

@@ -118,6 +118,13 @@ fn bad_configurations_are_refused_with_what_to_change() {
             },
             "between 2",
         ),
+        (
+            CarouselConfig {
+                groups_max: 0,
+                ..CarouselConfig::default()
+            },
+            "groups_max",
+        ),
     ];
     for (config, says) in bad {
         let err = Carousel::try_new(view.clone(), config).unwrap_err();

@@ -117,6 +117,7 @@ fn run(seed: u64) {
         chunk_bytes: 256 + rng.below(1024) as usize,
         ring_slots: 16,
         rider_lag_chunks_max: 2 + rng.below(10),
+        ..CarouselConfig::default()
     };
     let carousel = Carousel::new(view.clone(), config);
     // Writes land between every step, while the scanner and demoted riders read.

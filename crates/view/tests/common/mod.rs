@@ -413,6 +413,7 @@ pub fn carousel_fixture(
         chunk_bytes,
         ring_slots,
         rider_lag_chunks_max,
+        ..spindle_view::CarouselConfig::default()
     };
     let carousel = spindle_view::Carousel::new(view.clone(), config);
     CarouselFixture {
