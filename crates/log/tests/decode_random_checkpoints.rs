@@ -174,10 +174,10 @@ fn written_checkpoints_decode_like_the_hand_encoding() {
     let mut expected = BTreeMap::new();
     for i in 0..50u64 {
         let key = format!("key-{}", i % 17).into_bytes();
-        table.set(&key, Index::new(i + 1));
+        table.set(&key, Index::new(i + 1), false);
         expected.insert(key, i + 1);
     }
-    table.write_checkpoint(dir.path(), Index::new(50)).unwrap();
+    table.write_checkpoint(&spindle_log::fs::StdFs, dir.path(), Index::new(50)).unwrap();
     let written = std::fs::read(dir.path().join(CHECKPOINT_FILE)).unwrap();
     let (back, as_of) = decode_checkpoint(&written).unwrap();
     assert_eq!(as_of, Index::new(50));
