@@ -362,7 +362,7 @@ impl FsFile for SimFile {
         self.sync_data()
     }
 
-    fn len(&self) -> io::Result<u64> {
+    fn size(&self) -> io::Result<u64> {
         let mut s = self.state.lock();
         s.check(self.generation)?;
         Ok(s.inode(self.inode)?.current.len() as u64)
@@ -380,7 +380,7 @@ impl FsFile for SimFile {
     }
 
     fn zero_range(&self, from: u64, to: u64) -> io::Result<()> {
-        let len = self.len()?;
+        let len = self.size()?;
         let to = to.min(len);
         if from >= to {
             return Ok(());
