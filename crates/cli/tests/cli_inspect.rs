@@ -1,5 +1,6 @@
 //! `spindle inspect` on a real log directory: an intact log and a torn tail exit 0 and say
-//! so; a flipped byte in a sealed segment exits 1 naming the file and offset.
+//! so; a flipped byte in a sealed segment, or in the written part of the active segment of a
+//! cleanly closed log, exits 1 naming the file and offset.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
@@ -83,4 +84,28 @@ fn inspect_reports_intact_torn_and_corrupt_logs() {
         "{err}"
     );
     assert!(err.contains("offset"), "{err}");
+}
+
+#[test]
+fn damage_in_the_active_segment_of_a_cleanly_closed_log_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path());
+    let segments = spindle_log::segment::list_segments(dir.path()).unwrap();
+    let (_, tail) = segments.last().unwrap();
+    let f = OpenOptions::new().write(true).open(tail).unwrap();
+    f.write_all_at(&[0xFF], 40).unwrap();
+    drop(f);
+    let before = std::fs::read(tail).unwrap();
+    let out = spindle().arg("inspect").arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("CORRUPT") && err.contains(tail.to_str().unwrap()),
+        "{err}"
+    );
+    assert!(err.contains("not a torn tail"), "{err}");
+    assert!(
+        std::fs::read(tail).unwrap() == before,
+        "inspect changes nothing"
+    );
 }

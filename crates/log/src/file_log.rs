@@ -223,7 +223,7 @@ impl FileLog {
         if let Some(torn) = &scan.torn_tail {
             tracing::warn!(file = %torn.file.display(), offset = torn.offset, reason = %torn.reason, "cutting torn log tail");
             let last = segments.last().expect("a torn tail has a segment");
-            let len = last.file.len().map_err(io_at(&last.path))?;
+            let len = last.file.size().map_err(io_at(&last.path))?;
             last.file
                 .zero_range(torn.offset, len)
                 .map_err(io_at(&last.path))?;

@@ -23,7 +23,7 @@ pub trait FsFile: Send + Sync + Debug {
     fn sync_data(&self) -> io::Result<()>;
     /// fsync: data and metadata.
     fn sync_all(&self) -> io::Result<()>;
-    fn len(&self) -> io::Result<u64>;
+    fn size(&self) -> io::Result<u64>;
     /// Make the file at least `len` bytes, the new bytes zero (preallocation).
     fn allocate(&self, len: u64) -> io::Result<()>;
     /// Overwrite `[from, to)` with zeros without changing the size.
@@ -103,7 +103,7 @@ impl FsFile for StdFile {
         self.file.sync_all()
     }
 
-    fn len(&self) -> io::Result<u64> {
+    fn size(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }
 
@@ -112,7 +112,7 @@ impl FsFile for StdFile {
         match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), 0, len) {
             Ok(()) => Ok(()),
             Err(rustix::io::Errno::OPNOTSUPP) => {
-                if self.len()? < len {
+                if self.size()? < len {
                     self.file.set_len(len)?;
                 }
                 Ok(())

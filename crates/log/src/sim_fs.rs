@@ -77,6 +77,8 @@ struct State {
     /// Mutating calls made so far, and the call at which an armed cut fires.
     mutations: u64,
     cut_at: Option<u64>,
+    /// Whether the armed event is a process crash (data stays) rather than a power cut.
+    crash_only: bool,
     cuts: u64,
     last_cut: CutReport,
 }
@@ -117,6 +119,10 @@ impl State {
         }
         self.mutations += 1;
         if self.cut_at.is_some_and(|at| self.mutations >= at) {
+            if self.crash_only {
+                self.crash();
+                return Err(eio("process crashed"));
+            }
             self.cut();
             return Err(eio("power cut"));
         }
@@ -185,6 +191,14 @@ impl State {
         self.last_cut = report;
     }
 
+    /// The process dies, the machine keeps running: nothing is lost (unsynced writes stay in
+    /// the page cache, still volatile), but every handle of the process is dead.
+    fn crash(&mut self) {
+        self.locks.clear();
+        self.generation += 1;
+        self.cut_at = None;
+    }
+
     fn dir_op(&mut self, path: &Path, op: DirOp) {
         let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
         apply_dir_op(&mut self.names, &op);
@@ -236,6 +250,7 @@ impl SimFs {
                 locks: HashSet::new(),
                 mutations: 0,
                 cut_at: None,
+                crash_only: false,
                 cuts: 0,
                 last_cut: CutReport::default(),
             })),
@@ -262,6 +277,14 @@ impl SimFs {
     pub fn arm_cut_after(&self, n: u64) {
         let mut s = self.state.lock();
         s.cut_at = Some(s.mutations + n.max(1));
+        s.crash_only = false;
+    }
+
+    /// Crash the process (not the machine) in place of the `n`-th mutating call from now.
+    pub fn arm_crash_after(&self, n: u64) {
+        let mut s = self.state.lock();
+        s.cut_at = Some(s.mutations + n.max(1));
+        s.crash_only = true;
     }
 
     /// Whether an armed cut is still waiting to fire.
@@ -362,7 +385,7 @@ impl FsFile for SimFile {
         self.sync_data()
     }
 
-    fn len(&self) -> io::Result<u64> {
+    fn size(&self) -> io::Result<u64> {
         let mut s = self.state.lock();
         s.check(self.generation)?;
         Ok(s.inode(self.inode)?.current.len() as u64)
@@ -380,7 +403,7 @@ impl FsFile for SimFile {
     }
 
     fn zero_range(&self, from: u64, to: u64) -> io::Result<()> {
-        let len = self.len()?;
+        let len = self.size()?;
         let to = to.min(len);
         if from >= to {
             return Ok(());

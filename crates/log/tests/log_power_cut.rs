@@ -36,6 +36,10 @@ struct Model {
     acknowledged: u64,
     survived_unknown: u64,
     lost_unknown: u64,
+    /// Reopens that cut a torn tail.
+    torn_tails: u64,
+    /// Unsynced writes the cuts kept whole, dropped and tore.
+    writes: [u64; 3],
 }
 
 impl Model {
@@ -266,9 +270,14 @@ fn run_seed(seed: u64, cuts: u64) -> Model {
         let fs: Arc<dyn Fs> = Arc::new(sim.boot());
         let log = FileLog::open_in(fs, Path::new(DIR), config.clone())
             .unwrap_or_else(|e| panic!("seed {seed}: reopen failed: {e}"));
+        model.torn_tails += u64::from(log.open_report().torn_tail.is_some());
         check(&log, &mut model, &unknown, seed);
         unknown = live(&mut rng, &log, &sim, &mut model, &mut serial);
         drop(log);
+        let cut = sim.last_cut();
+        model.writes[0] += cut.writes_kept;
+        model.writes[1] += cut.writes_dropped;
+        model.writes[2] += cut.writes_torn;
     }
     model
 }
@@ -286,17 +295,25 @@ fn acknowledged_transactions_survive_seeded_power_cuts() {
     let first_seed = env_u64("SPINDLE_FAULT_SEED", 1);
     let per_seed = 20;
     let seeds = total.div_ceil(per_seed);
-    let (mut acked, mut survived, mut lost, mut cuts) = (0, 0, 0, 0);
+    let (mut acked, mut survived, mut lost, mut cuts, mut torn) = (0, 0, 0, 0, 0);
+    let mut writes = [0u64; 3];
     for seed in first_seed..first_seed + seeds {
         let model = run_seed(seed, per_seed);
         acked += model.acknowledged;
         survived += model.survived_unknown;
         lost += model.lost_unknown;
+        torn += model.torn_tails;
+        for (w, m) in writes.iter_mut().zip(model.writes) {
+            *w += m;
+        }
         cuts += per_seed;
     }
     println!(
         "power cuts: {cuts} over {seeds} seeds; acknowledged transactions {acked}, all \
-         present; unknown-outcome transactions {survived} survived whole, {lost} absent"
+         present; unknown-outcome transactions {survived} survived whole, {lost} absent; \
+         unsynced writes at the cuts: {} kept, {} dropped, {} torn; reopens that cut a \
+         torn tail: {torn}",
+        writes[0], writes[1], writes[2]
     );
     assert!(acked > 0);
 }
