@@ -178,7 +178,9 @@ fn written_checkpoints_decode_like_the_hand_encoding() {
         table.set(&key, Index::new(i + 1), false);
         expected.insert(key, i + 1);
     }
-    table.write_checkpoint(&spindle_log::fs::StdFs, dir.path(), Index::new(50)).unwrap();
+    table
+        .write_checkpoint(&spindle_log::fs::StdFs, dir.path(), Index::new(50))
+        .unwrap();
     let written = std::fs::read(dir.path().join(CHECKPOINT_FILE)).unwrap();
     let (back, as_of) = decode_checkpoint(&written).unwrap();
     assert_eq!(as_of, Index::new(50));
