@@ -84,7 +84,7 @@ fn run(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(12)))]
+    #![proptest_config(ProptestConfig::with_cases(cases(96)))]
 
     #[test]
     fn a_booted_disk_view_equals_the_log(

@@ -63,7 +63,7 @@ fn run(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(12)))]
+    #![proptest_config(ProptestConfig::with_cases(cases(96)))]
 
     #[test]
     fn a_booted_index_view_equals_a_replayed_one(

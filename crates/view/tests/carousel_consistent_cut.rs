@@ -171,7 +171,7 @@ fn run(seed: u64) {
 
 #[test]
 fn riders_get_exactly_the_versions_up_to_their_cut() {
-    for seed in 0..u64::from(cases(6)) {
+    for seed in 0..u64::from(cases(48)) {
         run(seed);
     }
 }

@@ -145,7 +145,7 @@ fn run(partition: Partition, ops: Vec<Op>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(24)))]
+    #![proptest_config(ProptestConfig::with_cases(cases(192)))]
 
     #[test]
     fn disk_view_matches_the_reference(partition in partition(), ops in proptest::collection::vec(op(), 1..40)) {

@@ -62,7 +62,7 @@ fn run(partition: Partition, txns: Vec<TxnSpec>, stop_after: usize) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(16)))]
+    #![proptest_config(ProptestConfig::with_cases(cases(128)))]
 
     #[test]
     fn a_view_at_n_equals_the_replay_to_n(

@@ -92,7 +92,7 @@ fn run(partition: Partition, txns: Vec<TxnSpec>, requests: Vec<Filters>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(24)))]
+    #![proptest_config(ProptestConfig::with_cases(cases(192)))]
 
     #[test]
     fn frames_are_the_matching_versions_up_to_the_cut(
