@@ -226,31 +226,29 @@ fn open_and_read(dir: &Path) {
     }
 }
 
-/// Each case opens a store (file copies and syncs), so this property has its own count:
-/// `SPINDLE_DAMAGED_STORES` (default 48), not `PROPTEST_CASES`.
-fn store_cases() -> ProptestConfig {
+/// Each case opens a store (file copies and syncs), so this property has its own count,
+/// `SPINDLE_DAMAGED_STORES` (default 48). It runs its own `TestRunner` because the
+/// `proptest!` macro lets `PROPTEST_CASES` override any configured count.
+#[test]
+fn stores_with_damaged_hints_open_without_panic() {
     let cases = std::env::var("SPINDLE_DAMAGED_STORES")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(48);
-    ProptestConfig {
+    let config = ProptestConfig {
         cases,
         failure_persistence: None,
         ..ProptestConfig::default()
-    }
-}
-
-proptest! {
-    #![proptest_config(store_cases())]
-
-    #[test]
-    fn stores_with_damaged_hints_open_without_panic(
-        pick in any::<prop::sample::Index>(),
-        ms in mutate::mutations(),
-        reseal in any::<bool>(),
-    ) {
+    };
+    let damage = (
+        any::<prop::sample::Index>(),
+        mutate::mutations(),
+        any::<bool>(),
+    );
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&damage, |(pick, ms, reseal)| {
         let (dir, hints) = copy_template();
-        prop_assume!(!hints.is_empty());
+        assert!(!hints.is_empty(), "the template store has hint files");
         let hint = &hints[pick.index(hints.len())];
         let mut bytes = std::fs::read(hint).unwrap();
         mutate::apply_all(&mut bytes, &ms);
@@ -259,6 +257,10 @@ proptest! {
         }
         std::fs::write(hint, &bytes).unwrap();
         open_and_read(dir.path());
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
     }
 }
 
