@@ -1,5 +1,5 @@
-//! Random and mutated transaction bodies, multiget bodies and query strings thrown at the
-//! HTTP router never panic it; every refusal has the JSON error shape; refusals change
+//! Random and mutated transaction bodies, multiget bodies, query strings, path segments and
+//! methods thrown at the HTTP router never panic it; every refusal has the JSON error shape; refusals change
 //! nothing (the log's durable index stays where it was).
 //!
 //! More cases: `PROPTEST_CASES=5000 cargo test --release -p spindle-server --test
@@ -102,7 +102,15 @@ fn mutate(mut b: Vec<u8>, ms: &[Mutation]) -> Vec<u8> {
 enum Case {
     Txn(Vec<u8>),
     Multiget(Vec<u8>),
-    Read { path: &'static str, query: String },
+    Read {
+        path: &'static str,
+        query: String,
+    },
+    /// Any method on an endpoint, with a path segment that may not decode.
+    Path {
+        method: Method,
+        path: String,
+    },
 }
 
 /// Query strings from the parameters the reads know plus a few they do not, with values
@@ -158,6 +166,17 @@ fn case() -> impl Strategy<Value = Case> {
                 Just("/v1/item"), Just("/v1/history"), Just("/v1/out_edges"), Just("/v1/index/by_name")
              ], query())
             .prop_map(|(path, query)| Case::Read { path, query }),
+        1 => (
+            prop_oneof![Just(Method::GET), Just(Method::PUT), Just(Method::DELETE), Just(Method::PATCH)],
+            prop_oneof![
+                Just("/v1/txn".to_owned()),
+                Just("/v1/multiget".to_owned()),
+                Just("/v1/status".to_owned()),
+                "/v1/chunks/(%FF|%C3|[0-9a-f]{64}|[a-z%]{0,8})",
+                "/v1/index/(%FF|%E2%82|by_name|[a-z%]{1,8})",
+            ],
+        )
+            .prop_map(|(method, path)| Case::Path { method, path }),
     ]
 }
 
@@ -185,6 +204,7 @@ fn the_router_survives_random_requests() {
             Case::Txn(b) => (Method::POST, "/v1/txn".to_owned(), Some(b.clone())),
             Case::Multiget(b) => (Method::POST, "/v1/multiget".to_owned(), Some(b.clone())),
             Case::Read { path, query } => (Method::GET, format!("{path}?{query}"), None),
+            Case::Path { method, path } => (method.clone(), path.clone(), None),
         };
         let (status, answer) = server
             .rt
