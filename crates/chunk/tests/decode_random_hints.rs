@@ -9,6 +9,7 @@
 mod common;
 #[path = "../../core/tests/common/mutate.rs"]
 mod mutate;
+use mutate::cases;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -19,18 +20,6 @@ use spindle_chunk::format::{
     HINT_HEADER_LEN, HINT_TRAILER_LEN,
 };
 use spindle_chunk::{verify_store, ChunkId, ChunkStore, RecordKind, VOLUME_HEADER_LEN};
-
-fn cases(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 /// A volume's records as its hint lists them: contiguous from the volume header on.
 fn valid_hint() -> impl Strategy<Value = (u32, u64, Vec<HintEntry>)> {

@@ -8,21 +8,10 @@
 mod common;
 
 use common::mutate;
+use mutate::cases;
 use proptest::prelude::*;
 use spindle_core::record::{decode_payload, encode_payload, payload_key, PayloadError};
 use spindle_core::{Index, ItemKey, Value, ITEM_ID_BYTES_MAX, LABEL_BYTES_MAX};
-
-fn cases(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 fn field(max: usize) -> impl Strategy<Value = String> {
     prop_oneof![

@@ -7,24 +7,13 @@
 
 #[path = "../../core/tests/common/mutate.rs"]
 mod mutate;
+use mutate::cases;
 
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use spindle_core::Index;
 use spindle_log::versions::{decode_checkpoint, VersionTable, CHECKPOINT_FILE};
-
-fn cases(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 /// A checkpoint image as the module doc of `versions.rs` draws it, entries in the given order.
 fn encode(as_of: u64, entries: &[(Vec<u8>, u64)]) -> Vec<u8> {

@@ -7,6 +7,7 @@
 
 #[path = "../../core/tests/common/mutate.rs"]
 mod mutate;
+use mutate::cases;
 
 use proptest::prelude::*;
 use spindle_core::record::{decode_payload, encode_payload, payload_key};
@@ -14,18 +15,6 @@ use spindle_core::{Index, ItemKey, Transaction, Value, RECORD_BYTES_MAX};
 use spindle_log::frame::{decode_frame, encode_frame, FrameFault, FRAME_HEADER_BYTES};
 use spindle_log::segment::{decode_header, scan_frames, SEGMENT_HEADER_BYTES};
 use spindle_log::{FileLog, LogConfig, ReadError};
-
-fn cases(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 /// A segment header as `docs/log-format.md` draws it.
 fn segment_header(first: u64) -> Vec<u8> {

@@ -7,6 +7,7 @@
 
 #[path = "../../core/tests/common/mutate.rs"]
 mod mutate;
+use mutate::cases;
 
 use proptest::prelude::*;
 use spindle_core::{Index, ItemKey, Partition};
@@ -14,18 +15,6 @@ use spindle_view::frame::{
     encode_end, encode_version, EndFrame, Frame, FrameReader, FrameRef, FLAG_PROJECTED,
     FLAG_TOMBSTONE, FLAG_VALUE,
 };
-
-fn cases(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 #[derive(Clone, Debug)]
 enum Spec {

@@ -7,6 +7,7 @@
 
 #[path = "../../core/tests/common/mutate.rs"]
 mod mutate;
+use mutate::cases;
 
 use proptest::prelude::*;
 use spindle_core::{Index, ItemKey};
@@ -14,18 +15,6 @@ use spindle_view::keys::{
     decode_item, encode_value, split_key, split_value, transcode_item, version_key, HASH_BYTES,
     INDEX_BYTES,
 };
-
-fn cases(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 fn key() -> impl Strategy<Value = ItemKey> {
     let field = "[a-z\u{0}\u{1}\u{ff}\u{e9}]{1,8}";

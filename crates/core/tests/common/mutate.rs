@@ -147,3 +147,17 @@ pub fn random_bytes() -> impl Strategy<Value = Vec<u8>> {
         1 => proptest::collection::vec(any::<u8>(), 0..4096),
     ]
 }
+
+/// The proptest configuration of a decoder test: `default` cases unless `PROPTEST_CASES`
+/// says otherwise, and no failure files written next to the sources.
+pub fn cases(default: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
