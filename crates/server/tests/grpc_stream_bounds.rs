@@ -115,7 +115,10 @@ fn streams_beyond_their_limits_are_refused_and_seats_come_back() {
     let node = server.node.clone();
     let grpc = server.bound.grpc.to_string();
     server.rt.block_on(async {
-        let txns: Vec<Transaction> = (0..200).map(|t| txn(t, 50, 100)).collect();
+        // ~20 MiB per full iteration: more than HTTP/2 flow-control windows and the
+        // server's stream buffers hold, so an unread stream keeps its seat until dropped
+        // (a smaller view can be sent whole and end on the server, freeing the seat early).
+        let txns: Vec<Transaction> = (0..200).map(|t| txn(t, 50, 2000)).collect();
         for r in node.log.append_many(&txns).await {
             r.unwrap();
         }
@@ -146,10 +149,11 @@ fn streams_beyond_their_limits_are_refused_and_seats_come_back() {
             refused.message().contains("carousel_groups_max"),
             "{refused:?}"
         );
-        // A dedicated iterator uses no group: the third seat.
+        // A dedicated iterator uses no group: the third seat (whole values, so it cannot
+        // finish unread).
         let dedicated = IterateRequest {
             dedicated: true,
-            ..keys_only.clone()
+            ..all.clone()
         };
         let mut third = iterate(&mut client, dedicated.clone()).await.unwrap();
         assert!(third.message().await.unwrap().is_some());
