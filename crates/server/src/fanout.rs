@@ -232,18 +232,48 @@ async fn tail_into(
     }
 }
 
-/// Feed `view` from the ring until it closes. `on_applied` hears every new applied index.
-/// The consumer joins before the log catch-up, so no batch can fall between the two.
+/// Pause between two attempts to write to a view whose disk is full. RocksDB itself looks
+/// for free space every 5 s, so polling faster would only repeat its refusal.
+pub const DISK_FULL_RETRY_MS: u64 = 1_000;
+
+/// What a follower tells its view's owner besides progress: a pause and its end.
+pub trait FollowEvents {
+    /// A new applied index.
+    fn applied(&self, index: Index);
+    /// The view cannot write (`reason`) and the follower retries.
+    fn paused(&self, reason: String);
+    /// A write succeeded after a pause.
+    fn resumed(&self);
+}
+
+/// A bare closure hears applied indexes only (pauses are logged, not reported).
+impl<F: Fn(Index)> FollowEvents for F {
+    fn applied(&self, index: Index) {
+        self(index)
+    }
+    fn paused(&self, _reason: String) {}
+    fn resumed(&self) {}
+}
+
+/// Feed `view` from the ring until it closes. `events` hears every new applied index and
+/// every pause. The consumer joins before the log catch-up, so no batch can fall between
+/// the two.
+///
+/// A full disk does not stop the follower: the same records are applied again every
+/// `DISK_FULL_RETRY_MS` until the write succeeds (the tailer waits meanwhile — ring
+/// backpressure — and appends stay acknowledged in the log), or until the ring closes
+/// because the node stops. Every other error stops it.
 pub fn follow<V: Applier + ?Sized>(
     name: &str,
     view: &V,
     log: &FileLog,
     ring: &Ring<Slot>,
-    on_applied: impl Fn(Index),
+    events: &impl FollowEvents,
 ) -> Result<(), ViewError> {
     let mut consumer = ring.join(name);
-    catch_up(view, log, log.durable_index())?;
-    on_applied(view.applied_index());
+    let apply = |records: &[Record]| apply_retrying(view, records, ring, events);
+    catch_up(view, log, log.durable_index(), &apply)?;
+    events.applied(view.applied_index());
     loop {
         let Ok(batch) = consumer.wait_batch() else {
             return Ok(());
@@ -254,17 +284,57 @@ pub fn follow<V: Applier + ?Sized>(
                 .first()
                 .expect("the log never yields an empty batch");
             if first.index > view.applied_index().next() {
-                catch_up(view, log, first.index.prev())?;
+                catch_up(view, log, first.index.prev(), &apply)?;
             }
-            view.apply(records)?;
+            apply(records)?;
         }
         drop(batch);
-        on_applied(view.applied_index());
+        events.applied(view.applied_index());
+    }
+}
+
+/// `view.apply(records)`, again and again while the view's disk is full.
+fn apply_retrying<V: Applier + ?Sized>(
+    view: &V,
+    records: &[Record],
+    ring: &Ring<Slot>,
+    events: &impl FollowEvents,
+) -> Result<(), ViewError> {
+    let mut paused = false;
+    loop {
+        match view.apply(records) {
+            Ok(_) => {
+                if paused {
+                    tracing::info!("the view writes again at index {}", view.applied_index());
+                    events.resumed();
+                    events.applied(view.applied_index());
+                }
+                return Ok(());
+            }
+            Err(e) if e.is_disk_full() && !ring.is_closed() => {
+                if !paused {
+                    tracing::warn!("{e}; retrying every {DISK_FULL_RETRY_MS} ms");
+                    events.paused(format!(
+                        "the disk is full ({e}); retrying every {DISK_FULL_RETRY_MS} ms"
+                    ));
+                    paused = true;
+                }
+                // What was written before the failure is applied (and published).
+                events.applied(view.applied_index());
+                std::thread::sleep(Duration::from_millis(DISK_FULL_RETRY_MS));
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
 /// Apply records from the log until the view has applied `target` (or the log ends).
-fn catch_up<V: Applier + ?Sized>(view: &V, log: &FileLog, target: Index) -> Result<(), ViewError> {
+fn catch_up<V: Applier + ?Sized>(
+    view: &V,
+    log: &FileLog,
+    target: Index,
+    apply: &impl Fn(&[Record]) -> Result<(), ViewError>,
+) -> Result<(), ViewError> {
     while view.applied_index() < target {
         let next = view.applied_index().next();
         let records = log
@@ -276,7 +346,7 @@ fn catch_up<V: Applier + ?Sized>(view: &V, log: &FileLog, target: Index) -> Resu
         if records.is_empty() {
             return Ok(());
         }
-        view.apply(&records)?;
+        apply(&records)?;
     }
     Ok(())
 }

@@ -107,6 +107,11 @@ impl From<crate::node::WaitError> for ApiError {
                 "views_stalled",
                 e.to_string(),
             ),
+            WaitError::Paused { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "view_paused",
+                e.to_string(),
+            ),
         }
     }
 }

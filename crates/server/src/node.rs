@@ -109,12 +109,32 @@ pub enum WaitError {
         applied: Index,
         reason: String,
     },
+    /// The view cannot write now (its disk is full) and retries on its own.
+    #[error(
+        "view {view} has applied {applied} and is paused before {wanted}: {reason}; \
+         acknowledged writes are safe in the log, and the view resumes by itself once it \
+         can write again"
+    )]
+    Paused {
+        view: String,
+        wanted: Index,
+        applied: Index,
+        reason: String,
+    },
 }
 
 /// Why a view stopped following the log, once it has (its follower failed, or the log
-/// tailer that feeds every view did). Readers waiting for an index fail at once on it.
+/// tailer that feeds every view did), or why it is paused (its disk is full and its follower
+/// retries). Readers waiting for an index fail at once on either.
 #[derive(Debug)]
-pub struct Stall(watch::Sender<Option<String>>);
+pub struct Stall(watch::Sender<Option<Stalled>>);
+
+/// A view's stall: why, and whether its follower is retrying (it resumes by itself).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stalled {
+    pub reason: String,
+    pub retrying: bool,
+}
 
 impl Default for Stall {
     fn default() -> Self {
@@ -123,18 +143,50 @@ impl Default for Stall {
 }
 
 impl Stall {
-    /// Record the first reason; later ones are dropped.
+    /// Record the first permanent reason (it replaces a pause); later ones are dropped.
     pub fn set(&self, reason: String) {
         self.0.send_if_modified(|r| {
-            let first = r.is_none();
+            let first = r.as_ref().is_none_or(|s| s.retrying);
             if first {
-                *r = Some(reason);
+                *r = Some(Stalled {
+                    reason,
+                    retrying: false,
+                });
             }
             first
         });
     }
 
+    /// The follower cannot write but retries: readers fail fast until `resume`.
+    pub fn pause(&self, reason: String) {
+        self.0.send_if_modified(|r| {
+            let free = r.as_ref().is_none_or(|s| s.retrying);
+            if free {
+                *r = Some(Stalled {
+                    reason,
+                    retrying: true,
+                });
+            }
+            free
+        });
+    }
+
+    /// The follower wrote again: a pause ends (a permanent stall stays).
+    pub fn resume(&self) {
+        self.0.send_if_modified(|r| {
+            let paused = r.as_ref().is_some_and(|s| s.retrying);
+            if paused {
+                *r = None;
+            }
+            paused
+        });
+    }
+
     pub fn reason(&self) -> Option<String> {
+        self.0.borrow().as_ref().map(|s| s.reason.clone())
+    }
+
+    pub fn state(&self) -> Option<Stalled> {
         self.0.borrow().clone()
     }
 
@@ -151,13 +203,13 @@ impl Stall {
         let started = Instant::now();
         let mut stall = self.0.subscribe();
         let stalled = async move {
-            let reason = stall
+            let state = stall
                 .wait_for(Option::is_some)
                 .await
                 .ok()
-                .map(|r| r.clone().unwrap_or_default());
-            match reason {
-                Some(reason) => reason,
+                .and_then(|r| r.clone());
+            match state {
+                Some(state) => state,
                 // The sender lives as long as the view: never closed while waited on.
                 None => std::future::pending().await,
             }
@@ -173,14 +225,37 @@ impl Stall {
                     waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 }),
             },
-            reason = stalled => {
+            state = stalled => {
                 let applied = applied();
                 if applied >= wanted {
                     return Ok(applied);
                 }
-                Err(WaitError::Stalled { view: view.to_owned(), wanted, applied, reason })
+                let (view, reason) = (view.to_owned(), state.reason);
+                Err(if state.retrying {
+                    WaitError::Paused { view, wanted, applied, reason }
+                } else {
+                    WaitError::Stalled { view, wanted, applied, reason }
+                })
             }
         }
+    }
+}
+
+/// What a view's follower reports: progress to `on_applied`, pauses to the view's stall.
+struct ViewEvents<'a, F> {
+    stall: &'a Stall,
+    on_applied: F,
+}
+
+impl<F: Fn(Index)> fanout::FollowEvents for ViewEvents<'_, F> {
+    fn applied(&self, index: Index) {
+        (self.on_applied)(index)
+    }
+    fn paused(&self, reason: String) {
+        self.stall.pause(reason);
+    }
+    fn resumed(&self) {
+        self.stall.resume();
     }
 }
 
@@ -506,12 +581,18 @@ impl Node {
             let name = format!("follow-{}", self.disks[i].id);
             self.spawn(name.clone(), move |node| {
                 let slot = &node.disks[i];
-                let result = fanout::follow(&name, &*slot.view, &node.log, &node.tail_ring, |_| {})
-                    .map_err(|e| {
-                        let what = format!("Disk View {} stopped following the log: {e}", slot.id);
-                        node.fail(what.clone());
-                        what
-                    });
+                let events = ViewEvents {
+                    stall: &slot.stall,
+                    on_applied: |_| {},
+                };
+                let result =
+                    fanout::follow(&name, &*slot.view, &node.log, &node.tail_ring, &events)
+                        .map_err(|e| {
+                            let what =
+                                format!("Disk View {} stopped following the log: {e}", slot.id);
+                            node.fail(what.clone());
+                            what
+                        });
                 node.follower_ended(&slot.stall, result);
             })?;
         }
@@ -634,12 +715,16 @@ impl Node {
             .set(view.clone())
             .unwrap_or_else(|_| panic!("{} booted twice", slot.name));
         let name = format!("follow-{}", slot.name);
-        let followed = fanout::follow(&name, &*view, &self.log, &self.tail_ring, |applied| {
-            // Caught up with the log: the records above the cut are applied, so the
-            // boot's retention hold is no longer needed.
-            hold.lock().take();
-            slot.applied.send_replace(applied);
-        });
+        let events = ViewEvents {
+            stall: &slot.stall,
+            on_applied: |applied| {
+                // Caught up with the log: the records above the cut are applied, so the
+                // boot's retention hold is no longer needed.
+                hold.lock().take();
+                slot.applied.send_replace(applied);
+            },
+        };
+        let followed = fanout::follow(&name, &*view, &self.log, &self.tail_ring, &events);
         let result = followed.map_err(|e| {
             let what = format!("{} stopped following the log: {e}", slot.name);
             self.fail(what.clone());

@@ -91,8 +91,11 @@ pub struct ViewStatus {
     /// Records the view is behind the log's durable index.
     pub lag: u64,
     pub ready: bool,
-    /// Why the view stopped following the log, once it has.
+    /// Why the view stopped following the log, or is paused (see `paused`).
     pub stalled: Option<String>,
+    /// The view cannot write now (its disk is full) and retries on its own: `stalled`
+    /// says why, and it clears when a write succeeds.
+    pub paused: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -158,6 +161,7 @@ impl Node {
                 lag: durable.saturating_sub(applied),
                 ready: true,
                 stalled: d.stall.reason(),
+                paused: d.stall.state().is_some_and(|s| s.retrying),
             });
         }
         let booted = std::iter::once((
@@ -165,7 +169,7 @@ impl Node {
             self.memory.get().is_some(),
             "memory",
             self.memory.applied(),
-            self.memory.stall.reason(),
+            self.memory.stall.state(),
         ))
         .chain(self.indexes.iter().map(|(_, s)| {
             (
@@ -173,7 +177,7 @@ impl Node {
                 s.get().is_some(),
                 "index",
                 s.applied(),
-                s.stall.reason(),
+                s.stall.state(),
             )
         }));
         for (name, ready, kind, applied, stalled) in booted {
@@ -185,7 +189,8 @@ impl Node {
                 persisted_index: None,
                 lag: durable.saturating_sub(applied.get()),
                 ready,
-                stalled,
+                paused: stalled.as_ref().is_some_and(|s| s.retrying),
+                stalled: stalled.map(|s| s.reason),
             });
         }
         let boots = self
@@ -400,7 +405,7 @@ impl Node {
         );
         gauge(
             "view_stalled",
-            "1 for a view that stopped following the log.",
+            "1 for a view that stopped following the log or is paused (disk full, retrying).",
             "gauge",
             s.views
                 .iter()

@@ -46,7 +46,7 @@ fn late_and_early_followers_equal_a_replay() {
     let late = Arc::new(MemoryView::new(Partition::ALL));
     let spawn = |view: Arc<MemoryView>, name: &'static str| {
         let (log, ring) = (log.clone(), ring.clone());
-        std::thread::spawn(move || fanout::follow(name, &*view, &log, &ring, |_| {}))
+        std::thread::spawn(move || fanout::follow(name, &*view, &log, &ring, &|_| {}))
     };
     let early_thread = spawn(early.clone(), "early");
     for round in 1..10 {

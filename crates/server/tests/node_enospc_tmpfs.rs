@@ -132,8 +132,9 @@ fn a_full_disk_refuses_writes_with_507_or_503_and_keeps_reads() {
         );
         assert!(answer["error"].is_string(), "{answer}");
         // Reads: every acknowledged chunk; items up to what the Disk Views applied before
-        // their RocksDB could not grow. A view that cannot write stops following the log
-        // and says so in /v1/status; it catches up after a restart.
+        // their RocksDB could not grow. A view that cannot write pauses and says so in
+        // /v1/status (view_disk_full_resumes.rs shows it resuming once space is freed);
+        // here the node is restarted instead.
         assert_reads(&client, &txns[..1], &chunks).await;
         let (status, answer) = client.json(Method::GET, "/v1/status", None).await.unwrap();
         assert_eq!(status, StatusCode::OK);

@@ -75,6 +75,22 @@ pub enum ViewError {
     Input(#[from] InputError),
 }
 
+impl ViewError {
+    /// The device under the view is full. RocksDB then refuses every write until it has
+    /// seen enough free space again (it polls every few seconds and needs about one write
+    /// buffer free, 64 MiB by default) and resumes on its own: a writer may retry the same
+    /// records later instead of giving up.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            ViewError::Db { source, .. } => {
+                source.kind() == rocksdb::ErrorKind::IOError
+                    && source.as_ref().contains("No space left on device")
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Why an iteration request was refused (before any data flowed) or stopped.
 #[derive(Debug, Error)]
 pub enum IterError {

@@ -2,7 +2,9 @@
 //! error that names the view and says the device is full (no panic), the applied index stays
 //! at the last transaction written, reads keep answering; after space is freed and the view
 //! reopened, apply resumes where it stopped and every item reads back its last version.
-//! Mounting needs root: without it the test prints why and passes vacuously.
+//! Without a reopen, too: the error says the disk is full (`is_disk_full`), and once enough
+//! space is free RocksDB lifts its write stop by itself, so retrying the same records
+//! succeeds. Mounting needs root: without it the test prints why and passes vacuously.
 
 #[path = "../../chunk/tests/common/tmpfs.rs"]
 mod tmpfs;
@@ -74,6 +76,7 @@ fn a_full_disk_fails_apply_and_keeps_reads() {
     println!("full after {i} transactions: {err}");
     let message = err.to_string();
     assert!(message.contains("No space left on device"), "{message}");
+    assert!(err.is_disk_full(), "{err:?}");
     assert!(message.contains(&dir.display().to_string()), "{message}");
     assert_eq!(view.applied_index(), Index::new(i), "nothing half applied");
     assert_reads(&view, i);
@@ -94,6 +97,68 @@ fn a_full_disk_fails_apply_and_keeps_reads() {
     for j in i + 1..=i + 20 {
         view.apply(&txn(j)).unwrap();
     }
+    assert_reads(&view, i + 20);
+    drop(view);
+    drop(fs);
+}
+
+#[test]
+fn freed_space_lets_the_same_view_write_again_without_a_reopen() {
+    // RocksDB resumes a write-stopped database once it sees 64 MiB (one write buffer) free:
+    // the ballast is larger than that.
+    let fs = match tmpfs::Tmpfs::mount(128 << 20) {
+        Ok(fs) => fs,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let dir = fs.path().join("view");
+    let view = DiskView::open(&dir, Partition::ALL).unwrap();
+    let ballast = fs.path().join("ballast");
+    std::fs::write(&ballast, vec![0u8; 80 << 20]).unwrap();
+    let mut i = 0;
+    let err = loop {
+        match view.apply(&txn(i + 1)) {
+            Ok(_) => i += 1,
+            Err(e) => break e,
+        }
+        assert!(i < 10_000, "the file system never filled");
+    };
+    assert!(err.is_disk_full(), "{err:?}");
+    assert_eq!(view.applied_index(), Index::new(i));
+
+    std::fs::remove_file(&ballast).unwrap();
+    // Hang guard only: RocksDB looks for free space every 5 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        match view.apply(&txn(i + 1)) {
+            Ok(applied) => {
+                assert_eq!(applied, Index::new(i + 1));
+                break;
+            }
+            Err(e) => {
+                assert!(e.is_disk_full(), "only the full disk may refuse: {e:?}");
+                assert_eq!(view.applied_index(), Index::new(i), "nothing half applied");
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the view never wrote again"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    for j in i + 2..=i + 20 {
+        view.apply(&txn(j)).unwrap();
+    }
+    assert_reads(&view, i + 20);
+    drop(view);
+    let view = DiskView::open(&dir, Partition::ALL).unwrap();
+    assert_eq!(
+        view.applied_index(),
+        Index::new(i + 20),
+        "reopened where it was"
+    );
     assert_reads(&view, i + 20);
     drop(view);
     drop(fs);
