@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 use spindle_chunk::{ChunkError, ChunkId};
 use spindle_core::{Index, ItemKey, Transaction, Value};
 use spindle_log::AppendError;
-use spindle_view::{Freshness, Version, ViewError};
+use spindle_view::{EdgeFilter, Freshness, Version, ViewError};
 
 use crate::http_input::{path_param, query_params, request_limits};
 use crate::node::Node;
@@ -554,15 +554,14 @@ async fn history(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Response>
     wait_disk(&node, &key, p.min_index, p.timeout).await?;
     let view = node.disk_for(&key).view.clone();
     let k = key.clone();
-    let versions = blocking(move || Ok(view.history(&k, Freshness::Any)?)).await?;
-    let mut page = versions.iter().filter(|v| v.index > after);
-    let taken: Vec<&Version> = page.by_ref().take(limit).collect();
-    let next = match (page.next(), taken.last()) {
-        (Some(_), Some(last)) => Some(last.index.get()),
+    let page = blocking(move || Ok(view.history_page(&k, after, limit, Freshness::Any)?)).await?;
+    let next = match (page.more, page.entries.last()) {
+        (true, Some(last)) => Some(last.index.get()),
         _ => None,
     };
-    let versions = taken
-        .into_iter()
+    let versions = page
+        .entries
+        .iter()
         .map(|v| version_out(&key, v))
         .collect::<ApiResult<Vec<_>>>()?;
     json_answer(&HistoryPage {
@@ -638,22 +637,26 @@ async fn out_edges(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Respons
     let view = node.disk_for(&key).view.clone();
     let at = p.as_of;
     let from = id.clone();
-    let mut edges = blocking(move || Ok(view.out_edges(&from, at, Freshness::Any)?)).await?;
-    edges.retain(|(k, _)| {
-        let (label, to) = edge_label_to(k);
-        p.label.as_deref().is_none_or(|want| want == label)
-            && after
-                .as_ref()
-                .is_none_or(|(al, ato)| (label, to) > (al.as_str(), ato.as_str()))
-    });
-    edges.sort_by(|(a, _), (b, _)| edge_label_to(a).cmp(&edge_label_to(b)));
-    let next = (edges.len() > limit).then(|| {
-        let (label, to) = edge_label_to(&edges[limit - 1].0);
-        edge_cursor(label, to)
-    });
-    let page = edges
+    let label = p.label.clone();
+    let page = blocking(move || {
+        let filter = EdgeFilter {
+            at,
+            label: label.as_deref(),
+            after: after.as_ref().map(|(l, t)| (l.as_str(), t.as_str())),
+        };
+        Ok(view.out_edges_page(&from, filter, limit, Freshness::Any)?)
+    })
+    .await?;
+    let next = match (page.more, page.entries.last()) {
+        (true, Some((last, _))) => {
+            let (label, to) = edge_label_to(last);
+            Some(edge_cursor(label, to))
+        }
+        _ => None,
+    };
+    let page = page
+        .entries
         .iter()
-        .take(limit)
         .map(|(k, v)| version_out(k, v))
         .collect::<ApiResult<Vec<_>>>()?;
     json_answer(&EdgesPage {

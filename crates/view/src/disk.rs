@@ -528,6 +528,112 @@ impl DiskView {
         Ok(out)
     }
 
+    /// A page of `key`'s history: at most `limit` versions above index `after`, oldest
+    /// first, and whether more follow. Reads at most `limit + 1` versions from disk, so
+    /// the memory of a page does not grow with the item's history.
+    pub fn history_page(
+        &self,
+        key: &ItemKey,
+        after: Index,
+        limit: usize,
+        freshness: Freshness,
+    ) -> Result<Page<Version>, ViewError> {
+        self.check_key(key)?;
+        self.await_freshness(freshness)?;
+        let prefix = keys::item_prefix(key);
+        let mut page = Page::new(limit);
+        if after == Index::MAX {
+            return Ok(page);
+        }
+        let mut start = prefix.clone();
+        start.extend_from_slice(&after.next().get().to_be_bytes());
+        self.scan_from(&prefix, &start, |k, v| {
+            if k.len() != prefix.len() + keys::INDEX_BYTES {
+                return Ok(true);
+            }
+            page.offer(|| self.decode_version(k, v))
+        })?;
+        Ok(page)
+    }
+
+    /// A page of the out-edges of node `from` that exist as of `at` (default: the applied
+    /// index): at most `limit` edges ordered by (label, to) as bytes — the key order —,
+    /// only label `label` if given, only past the edge `after` (label, to) if given, each
+    /// with its version then; and whether more follow. Deleted edges are left out. Holds
+    /// at most `limit + 1` edges in memory however many the node has.
+    pub fn out_edges_page(
+        &self,
+        from: &str,
+        filter: EdgeFilter<'_>,
+        limit: usize,
+        freshness: Freshness,
+    ) -> Result<Page<(ItemKey, Version)>, ViewError> {
+        let node = ItemKey::node(from)?;
+        self.check_key(&node)?;
+        let applied = self.await_freshness(freshness)?;
+        let at = filter.at.unwrap_or(applied);
+        if at > applied {
+            return Err(ViewError::NotYetApplied {
+                wanted: at,
+                applied,
+                waited_ms: 0,
+            });
+        }
+        let prefix = match filter.label {
+            Some(label) => keys::out_edges_label_prefix(from, label),
+            None => keys::out_edges_prefix(from),
+        };
+        // The cursor's own edge is skipped: the page starts after it.
+        let skip = filter
+            .after
+            .map(|(label, to)| keys::edge_prefix(from, label, to));
+        let start = match &skip {
+            Some(edge) if edge.as_slice() > prefix.as_slice() => edge.clone(),
+            _ => prefix.clone(),
+        };
+        let mut page = Page::new(limit);
+        // The item being read and its newest version at or below `at`.
+        let mut current: Option<(Vec<u8>, Option<Version>)> = None;
+        let finish = |cur: Option<(Vec<u8>, Option<Version>)>,
+                      page: &mut Page<(ItemKey, Version)>|
+         -> Result<bool, ViewError> {
+            match cur {
+                Some((item_prefix, Some(v))) if !v.value.is_tombstone() => page.offer(|| {
+                    let key = keys::decode_item(&item_prefix)
+                        .ok_or_else(|| self.corrupt(format!("bad key {item_prefix:?}")))?;
+                    Ok((key, v))
+                }),
+                _ => Ok(true),
+            }
+        };
+        let mut full = false;
+        self.scan_from(&prefix, &start, |k, v| {
+            let parts = keys::split_key(k).ok_or_else(|| self.corrupt(format!("bad key {k:?}")))?;
+            if skip.as_deref() == Some(parts.prefix) {
+                return Ok(true);
+            }
+            if current
+                .as_ref()
+                .is_none_or(|(p, _)| p.as_slice() != parts.prefix)
+            {
+                if !finish(current.take(), &mut page)? {
+                    full = true;
+                    return Ok(false);
+                }
+                current = Some((parts.prefix.to_vec(), None));
+            }
+            if parts.index <= at {
+                let version = self.decode_version(k, v)?;
+                current.as_mut().expect("set above").1 = Some(version);
+            }
+            Ok(true)
+        })?;
+        if !full {
+            finish(current.take(), &mut page)?;
+        }
+        Ok(page)
+    }
+
     /// The out-edges of node `from` that exist as of `at` (default: the applied index),
     /// each with its version then, in key order. Deleted edges are left out.
     pub fn out_edges(
@@ -598,6 +704,24 @@ impl DiskView {
         it.status().map_err(db_err(&self.dir))
     }
 
+    /// Visit the keys that start with `prefix`, from `start` on, until `each` says stop.
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        start: &[u8],
+        mut each: impl FnMut(&[u8], &[u8]) -> Result<bool, ViewError>,
+    ) -> Result<(), ViewError> {
+        let mut it = self.db.raw_iterator();
+        it.seek(start);
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if !k.starts_with(prefix) || !each(k, v)? {
+                break;
+            }
+            it.next();
+        }
+        it.status().map_err(db_err(&self.dir))
+    }
+
     fn decode_version(&self, key: &[u8], value: &[u8]) -> Result<Version, ViewError> {
         let parts = keys::split_key(key).ok_or_else(|| self.corrupt(format!("bad key {key:?}")))?;
         let value = match keys::split_value(value) {
@@ -610,6 +734,44 @@ impl DiskView {
             index: parts.index,
             value,
         })
+    }
+}
+
+/// Which out-edges a page holds: as of `at` (default: the applied index), one label only,
+/// and only past the edge (label, to) a previous page ended on.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EdgeFilter<'a> {
+    pub at: Option<Index>,
+    pub label: Option<&'a str>,
+    pub after: Option<(&'a str, &'a str)>,
+}
+
+/// At most `limit` entries of a longer list, and whether more follow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Page<T> {
+    pub entries: Vec<T>,
+    pub more: bool,
+    limit: usize,
+}
+
+impl<T> Page<T> {
+    fn new(limit: usize) -> Self {
+        Page {
+            entries: Vec::with_capacity(limit.min(1024)),
+            more: false,
+            limit,
+        }
+    }
+
+    /// Take one more entry (built only if there is room); `false` once the page is full
+    /// and another entry was seen, so the caller stops reading.
+    fn offer(&mut self, entry: impl FnOnce() -> Result<T, ViewError>) -> Result<bool, ViewError> {
+        if self.entries.len() == self.limit {
+            self.more = true;
+            return Ok(false);
+        }
+        self.entries.push(entry()?);
+        Ok(true)
     }
 }
 

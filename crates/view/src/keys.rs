@@ -80,6 +80,21 @@ pub fn out_edges_prefix(from: &str) -> Vec<u8> {
     out
 }
 
+/// The out-edges of node `from` with one label: `out_edges_prefix(from) | esc(label)`.
+pub fn out_edges_label_prefix(from: &str, label: &str) -> Vec<u8> {
+    let mut out = out_edges_prefix(from);
+    escape_into(label, &mut out);
+    out
+}
+
+/// The item prefix of edge `from -label-> to`, built without validating the fields (a
+/// paging cursor from a client need not name an edge that can exist).
+pub fn edge_prefix(from: &str, label: &str, to: &str) -> Vec<u8> {
+    let mut out = out_edges_label_prefix(from, label);
+    escape_into(to, &mut out);
+    out
+}
+
 /// The first key at or above hash `lo` (`lo` < 2^32).
 pub fn hash_floor(lo: u64) -> Vec<u8> {
     let lo = u32::try_from(lo).expect("a hash range starts below 2^32");

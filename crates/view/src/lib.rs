@@ -26,7 +26,7 @@ pub use boot::BootProgress;
 pub use carousel::{
     Carousel, CarouselConfig, CarouselStatus, Rider, RiderMode, RiderStats, RiderStatus,
 };
-pub use disk::{DiskOptions, DiskView, Freshness, Version};
+pub use disk::{DiskOptions, DiskView, EdgeFilter, Freshness, Page, Version};
 pub use error::{IterError, SelectError, SkipReason, ViewError};
 pub use index_view::IndexView;
 pub use iterate::{IterRequest, Iteration, Kinds};

@@ -1,6 +1,7 @@
 //! Model test: random transactions go through a real FileLog into a Disk View, which is
 //! stepped, caught up and restarted at random; after every step its point reads (latest,
-//! as-of, history, out-edges) equal a BTreeMap reference cut at the view's applied index.
+//! as-of, history, out-edges, and their pages walked with small limits, cursors and label
+//! filters) equal a BTreeMap reference cut at the view's applied index.
 
 mod common;
 
@@ -9,7 +10,7 @@ use std::collections::BTreeMap;
 use common::*;
 use proptest::prelude::*;
 use spindle_core::{Index, ItemKey, Partition, Value};
-use spindle_view::{follow, DiskView, Freshness, Version, ViewError};
+use spindle_view::{follow, DiskView, EdgeFilter, Freshness, Version, ViewError};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -48,6 +49,87 @@ fn versions_upto(written: &Written, key: &ItemKey, upto: Index) -> Vec<Version> 
         .collect()
 }
 
+/// The live out-edges of node `id` as of `at`, each at its version then, in key order.
+fn edges_at(written: &Written, id: &str, at: Index) -> BTreeMap<ItemKey, Version> {
+    let mut edges = BTreeMap::new();
+    for (index, k, value) in written.iter().filter(|(i, _, _)| *i <= at) {
+        if matches!(k, ItemKey::Edge { from, .. } if from == id) {
+            let version = Version {
+                index: *index,
+                value: value.clone(),
+            };
+            edges.insert(k.clone(), version);
+        }
+    }
+    edges.retain(|_, v| !v.value.is_tombstone());
+    edges
+}
+
+/// Every version of `key` read page by page, `limit` at a time.
+fn walk_history(view: &DiskView, key: &ItemKey, limit: usize) -> Vec<Version> {
+    let mut out: Vec<Version> = Vec::new();
+    loop {
+        let after = out.last().map_or(Index::ZERO, |v| v.index);
+        let page = view
+            .history_page(key, after, limit, Freshness::Any)
+            .unwrap();
+        assert!(page.entries.len() <= limit);
+        assert!(
+            !page.more || page.entries.len() == limit,
+            "a short page says more"
+        );
+        if let Some(first) = page.entries.first() {
+            assert!(first.index > after, "a page starts past its cursor");
+        }
+        out.extend(page.entries);
+        if !page.more {
+            return out;
+        }
+    }
+}
+
+/// The out-edges of `id` as of `at` (one label, if given) read page by page.
+fn walk_edges(
+    view: &DiskView,
+    id: &str,
+    at: Index,
+    label: Option<&str>,
+    limit: usize,
+) -> Vec<(ItemKey, Version)> {
+    let mut out: Vec<(ItemKey, Version)> = Vec::new();
+    loop {
+        let after = match out.last() {
+            Some((ItemKey::Edge { label, to, .. }, _)) => Some((label.as_str(), to.as_str())),
+            _ => None,
+        };
+        let filter = EdgeFilter {
+            at: Some(at),
+            label,
+            after,
+        };
+        let page = view
+            .out_edges_page(id, filter, limit, Freshness::Any)
+            .unwrap();
+        if let (Some(cursor), Some((ItemKey::Edge { label, to, .. }, _))) =
+            (after, page.entries.first())
+        {
+            assert!(
+                (label.as_str(), to.as_str()) > cursor,
+                "a page starts past its cursor"
+            );
+        }
+        assert!(page.entries.len() <= limit);
+        assert!(
+            !page.more || page.entries.len() == limit,
+            "a short page says more"
+        );
+        out.extend(page.entries);
+        if !page.more {
+            return out;
+        }
+    }
+}
+
 fn check(view: &DiskView, written: &Written) {
     let applied = view.applied_index();
     let any = Freshness::Any;
@@ -62,6 +144,13 @@ fn check(view: &DiskView, written: &Written) {
         }
         let want = versions_upto(written, &key, applied);
         assert_eq!(view.history(&key, any).unwrap(), want, "history of {key}");
+        for limit in [1, 2, 5] {
+            assert_eq!(
+                walk_history(view, &key, limit),
+                want,
+                "history of {key} by {limit}"
+            );
+        }
         assert_eq!(
             view.latest(&key, any).unwrap().as_ref(),
             want.last(),
@@ -77,21 +166,33 @@ fn check(view: &DiskView, written: &Written) {
             );
         }
         if let ItemKey::Node { id } = &key {
-            let mut want_edges = BTreeMap::new();
-            for (index, k, value) in written.iter().filter(|(i, _, _)| *i <= applied) {
-                if matches!(k, ItemKey::Edge { from, .. } if from == id) {
-                    want_edges.insert(
-                        k.clone(),
-                        Version {
-                            index: *index,
-                            value: value.clone(),
-                        },
-                    );
-                }
-            }
-            want_edges.retain(|_, v| !v.value.is_tombstone());
+            let want_edges = edges_at(written, id, applied);
             let got: BTreeMap<_, _> = view.out_edges(id, None, any).unwrap().into_iter().collect();
             assert_eq!(got, want_edges, "out-edges of {key}");
+            for at in [Index::new(applied.get() / 2), applied] {
+                let want: Vec<_> = edges_at(written, id, at).into_iter().collect();
+                for limit in [1, 2, 7] {
+                    let got = walk_edges(view, id, at, None, limit);
+                    assert_eq!(got, want, "out-edges of {key} as of {at} by {limit}");
+                }
+                let labels: std::collections::BTreeSet<String> = want
+                    .iter()
+                    .filter_map(|(k, _)| match k {
+                        ItemKey::Edge { label, .. } => Some(label.clone()),
+                        ItemKey::Node { .. } => None,
+                    })
+                    .chain(["no-such-label".to_owned()])
+                    .collect();
+                for label in &labels {
+                    let want_label: Vec<_> = want
+                        .iter()
+                        .filter(|(k, _)| matches!(k, ItemKey::Edge { label: l, .. } if l == label))
+                        .cloned()
+                        .collect();
+                    let got = walk_edges(view, id, at, Some(label), 2);
+                    assert_eq!(got, want_label, "{key}'s {label:?} edges as of {at}");
+                }
+            }
         }
     }
 }
