@@ -41,12 +41,8 @@ async fn append(client: &HttpClient, i: u64) -> (StatusCode, serde_json::Value) 
 
 #[test]
 fn a_full_disk_pauses_the_view_and_freed_space_resumes_it() {
-    let fs = match tmpfs::Tmpfs::mount(400 << 20) {
-        Ok(fs) => fs,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(fs) = tmpfs::Tmpfs::mount_or_skip(400 << 20) else {
+        return;
     };
     let dir = tempfile::tempdir_in(fs.path()).unwrap();
     let mut config = common::config(dir.path());

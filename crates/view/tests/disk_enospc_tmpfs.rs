@@ -47,14 +47,25 @@ fn assert_reads(view: &DiskView, upto: u64) {
     }
 }
 
+/// Apply transactions 1, 2, … until one fails; the last applied and the error.
+fn apply_until_full(view: &DiskView) -> (u64, spindle_view::ViewError) {
+    let mut i = 0;
+    loop {
+        match view.apply(&txn(i + 1)) {
+            Ok(applied) => {
+                i += 1;
+                assert_eq!(applied, Index::new(i));
+            }
+            Err(e) => return (i, e),
+        }
+        assert!(i < 10_000, "the file system never filled");
+    }
+}
+
 #[test]
 fn a_full_disk_fails_apply_and_keeps_reads() {
-    let fs = match tmpfs::Tmpfs::mount(16 << 20) {
-        Ok(fs) => fs,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(fs) = tmpfs::Tmpfs::mount_or_skip(16 << 20) else {
+        return;
     };
     let dir = fs.path().join("view");
     let view = DiskView::open(&dir, Partition::ALL).unwrap();
@@ -62,17 +73,7 @@ fn a_full_disk_fails_apply_and_keeps_reads() {
     let ballast = fs.path().join("ballast");
     std::fs::write(&ballast, vec![0u8; 2 << 20]).unwrap();
 
-    let mut i = 0;
-    let err = loop {
-        match view.apply(&txn(i + 1)) {
-            Ok(applied) => {
-                i += 1;
-                assert_eq!(applied, Index::new(i));
-            }
-            Err(e) => break e,
-        }
-        assert!(i < 10_000, "a 16 MiB file system never filled");
-    };
+    let (i, err) = apply_until_full(&view);
     println!("full after {i} transactions: {err}");
     let message = err.to_string();
     assert!(message.contains("No space left on device"), "{message}");
@@ -106,25 +107,14 @@ fn a_full_disk_fails_apply_and_keeps_reads() {
 fn freed_space_lets_the_same_view_write_again_without_a_reopen() {
     // RocksDB resumes a write-stopped database once it sees 64 MiB (one write buffer) free:
     // the ballast is larger than that.
-    let fs = match tmpfs::Tmpfs::mount(128 << 20) {
-        Ok(fs) => fs,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(fs) = tmpfs::Tmpfs::mount_or_skip(128 << 20) else {
+        return;
     };
     let dir = fs.path().join("view");
     let view = DiskView::open(&dir, Partition::ALL).unwrap();
     let ballast = fs.path().join("ballast");
     std::fs::write(&ballast, vec![0u8; 80 << 20]).unwrap();
-    let mut i = 0;
-    let err = loop {
-        match view.apply(&txn(i + 1)) {
-            Ok(_) => i += 1,
-            Err(e) => break e,
-        }
-        assert!(i < 10_000, "the file system never filled");
-    };
+    let (i, err) = apply_until_full(&view);
     assert!(err.is_disk_full(), "{err:?}");
     assert_eq!(view.applied_index(), Index::new(i));
 

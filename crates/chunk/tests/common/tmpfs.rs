@@ -30,6 +30,14 @@ impl Tmpfs {
         Ok(Self { dir })
     }
 
+    /// `mount`, or `None` after printing why the calling test is skipped.
+    #[allow(dead_code)]
+    pub fn mount_or_skip(size_bytes: u64) -> Option<Self> {
+        Self::mount(size_bytes)
+            .inspect_err(|why| println!("skipped: {why}"))
+            .ok()
+    }
+
     /// Where it is mounted.
     pub fn path(&self) -> &Path {
         self.dir.path()
