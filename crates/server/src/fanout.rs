@@ -307,7 +307,6 @@ fn apply_retrying<V: Applier + ?Sized>(
                 if paused {
                     tracing::info!("the view writes again at index {}", view.applied_index());
                     events.resumed();
-                    events.applied(view.applied_index());
                 }
                 return Ok(());
             }
@@ -319,8 +318,8 @@ fn apply_retrying<V: Applier + ?Sized>(
                     ));
                     paused = true;
                 }
-                // What was written before the failure is applied (and published).
-                events.applied(view.applied_index());
+                // What was written before the failure stays applied; `events.applied`
+                // waits for the batch's end (for a booted view it means "caught up").
                 std::thread::sleep(Duration::from_millis(DISK_FULL_RETRY_MS));
             }
             Err(e) => return Err(e),
