@@ -5,9 +5,14 @@
 //! one-record transaction on node `users/{j mod 10000}`, with `--concurrency` appends
 //! outstanding. Systems: `spindle` (the file log; the client hands over `--group`
 //! transactions per submission), `spindle-nosync` (same, no fdatasync), `spindle-single`
-//! (one future per append, time-bounded),
-//! `rocksdb-wal-sync` (64 threads, `sync=true` puts), `sqlite-full` (WAL, synchronous=FULL,
-//! one transaction per event), `device` (raw append + fdatasync at Spindle's batch size).
+//! (one future per append, time-bounded), `spindle-lone` (a lone writer: one append
+//! outstanding, time-bounded), `rocksdb-wal-sync` (64 threads, `sync=true` puts),
+//! `sqlite-full` (WAL, synchronous=FULL, one transaction per event), `device` (raw append +
+//! fdatasync at Spindle's bytes per sync) and `device-lone` (the same at one event's frame
+//! per sync: the floor of a lone writer's latency).
+//!
+//! Every system runs once per round (`--rounds`), in an order rotated each round; the
+//! targets are judged on the median of the per-round ratios.
 //! `mb_per_s` counts the event's user bytes (key + JSON value) per second.
 
 use std::path::PathBuf;
@@ -20,17 +25,21 @@ use serde::Serialize;
 use spindle_core::{ItemKey, Transaction, Value};
 use spindle_log::{FileLog, LogConfig, SyncMode};
 
-use crate::report::{print_json, print_table};
+use crate::report::{
+    print_json, print_summaries, print_table, round_order, InRound, Spread, Summary, Target,
+};
 
 const EVENT_JSON: &str = r#"{"Type":"ItemCreated","ItemId":"1324"}"#;
 const NODES: u64 = 10_000;
-const SYSTEMS: [&str; 6] = [
+const SYSTEMS: [&str; 8] = [
     "spindle",
     "spindle-nosync",
     "spindle-single",
+    "spindle-lone",
     "rocksdb-wal-sync",
     "sqlite-full",
     "device",
+    "device-lone",
 ];
 
 /// Options of `spindle bench log`.
@@ -52,13 +61,17 @@ pub struct Args {
     /// Comma-separated systems to run.
     #[arg(
         long,
-        default_value = "spindle,spindle-nosync,spindle-single,rocksdb-wal-sync,sqlite-full,device"
+        default_value = "spindle,spindle-nosync,spindle-single,spindle-lone,rocksdb-wal-sync,sqlite-full,device,device-lone"
     )]
     pub systems: String,
     /// Directory for the benchmark's files (a real disk, not tmpfs). Removed afterwards.
     #[arg(long, default_value = "spindle-bench-data")]
     pub dir: PathBuf,
-    /// Print one JSON object per system.
+    /// Rounds: every system runs once per round, in an order rotated each round; targets
+    /// are judged on the median of the per-round ratios.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Print one JSON object per system and round, then one per target (`"summary": true`).
     #[arg(long)]
     pub json: bool,
 }
@@ -132,77 +145,187 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             SYSTEMS.join(", ")
         );
     }
+    anyhow::ensure!(args.rounds > 0, "--rounds must be > 0");
     std::fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
-    let mut rows = Vec::new();
+    // The device probe syncs at the bytes per sync Spindle reached; if it runs before
+    // Spindle in the first round, a short Spindle run measures that first.
     let mut spindle_batch_bytes = None;
-    for system in &systems {
-        let dir = tempfile::Builder::new()
-            .prefix(system)
-            .tempdir_in(&args.dir)?;
-        eprintln!("bench log: running {system} ...");
-        let row = match *system {
-            "spindle" => {
-                let (row, batch) =
-                    spindle(system, args, dir.path(), SyncMode::Data, args.group, false)?;
-                spindle_batch_bytes = Some(batch);
-                row
-            }
-            "spindle-nosync" => {
-                spindle(system, args, dir.path(), SyncMode::Off, args.group, false)?.0
-            }
-            "spindle-single" => spindle(system, args, dir.path(), SyncMode::Data, 1, true)?.0,
-            "rocksdb-wal-sync" => rocksdb_peer(args, dir.path())?,
-            "sqlite-full" => sqlite_peer(args, dir.path())?,
-            "device" => {
-                let batch = spindle_batch_bytes.unwrap_or((args.concurrency as u64 * 70).max(70));
-                device(args, dir.path(), batch)?
-            }
-            other => anyhow::bail!("unknown system {other:?}"),
+    if systems.contains(&"device") && systems.first() != Some(&"spindle") {
+        let warm = Args {
+            events: (args.events / 10).max(1),
+            ..args.clone()
         };
-        eprintln!("bench log: {system}: {:.0} events/s", row.events_per_s);
-        rows.push(row);
+        let dir = tempfile::Builder::new()
+            .prefix("calibrate")
+            .tempdir_in(&args.dir)?;
+        eprintln!("bench log: measuring Spindle's bytes per sync for the device probe ...");
+        spindle_batch_bytes = Some(
+            spindle(
+                "spindle",
+                &warm,
+                dir.path(),
+                SyncMode::Data,
+                args.group,
+                false,
+            )?
+            .1,
+        );
+    }
+    let mut rounds: Vec<Vec<Row>> = Vec::new();
+    for round in 0..args.rounds {
+        let mut rows = Vec::new();
+        for system in round_order(&systems, round) {
+            let dir = tempfile::Builder::new()
+                .prefix(system)
+                .tempdir_in(&args.dir)?;
+            eprintln!(
+                "bench log: round {}/{}: running {system} ...",
+                round + 1,
+                args.rounds
+            );
+            let row = match system {
+                "spindle" => {
+                    let (row, batch) =
+                        spindle(system, args, dir.path(), SyncMode::Data, args.group, false)?;
+                    spindle_batch_bytes = Some(batch);
+                    row
+                }
+                "spindle-nosync" => {
+                    spindle(system, args, dir.path(), SyncMode::Off, args.group, false)?.0
+                }
+                "spindle-single" => spindle(system, args, dir.path(), SyncMode::Data, 1, true)?.0,
+                "spindle-lone" => {
+                    let lone = Args {
+                        concurrency: 1,
+                        ..args.clone()
+                    };
+                    spindle(system, &lone, dir.path(), SyncMode::Data, 1, true)?.0
+                }
+                "rocksdb-wal-sync" => rocksdb_peer(args, dir.path())?,
+                "sqlite-full" => sqlite_peer(args, dir.path())?,
+                "device" => {
+                    let batch =
+                        spindle_batch_bytes.unwrap_or((args.concurrency as u64 * 70).max(70));
+                    device(system, args, dir.path(), batch)?
+                }
+                "device-lone" => device(system, args, dir.path(), frame_bytes_per_event())?,
+                other => anyhow::bail!("unknown system {other:?}"),
+            };
+            eprintln!("bench log: {system}: {:.0} events/s", row.events_per_s);
+            rows.push(row);
+        }
+        rounds.push(rows);
     }
     let _ = std::fs::remove_dir(&args.dir);
+    let summaries = verdicts(&rounds);
     if args.json {
-        return print_json(&rows);
+        for (round, rows) in rounds.iter().enumerate() {
+            let tagged: Vec<_> = rows.iter().map(|row| InRound { round, row }).collect();
+            print_json(&tagged)?;
+        }
+        return print_json(&summaries);
     }
-    let base = rows
+    print_medians(&systems, &rounds);
+    println!();
+    print_summaries(&summaries);
+    Ok(())
+}
+
+/// The row of `system` in one round.
+fn find<'a>(rows: &'a [Row], system: &str) -> Option<&'a Row> {
+    rows.iter().find(|r| r.system == system)
+}
+
+/// Per round, `f(a, b)` where both systems ran.
+fn per_round(rounds: &[Vec<Row>], a: &str, b: &str, f: impl Fn(&Row, &Row) -> f64) -> Vec<f64> {
+    rounds
         .iter()
-        .find(|r| r.system == "spindle")
-        .map(|r| r.events_per_s);
-    let table: Vec<Vec<String>> = rows
+        .filter_map(|rows| Some(f(find(rows, a)?, find(rows, b)?)))
+        .collect()
+}
+
+/// The targets of `bench log` (issue bars), each judged on the median of its rounds.
+fn verdicts(rounds: &[Vec<Row>]) -> Vec<Summary> {
+    let rate = |a: &Row, b: &Row| a.events_per_s / b.events_per_s;
+    let spindle_rate: Vec<f64> = rounds
         .iter()
-        .map(|r| {
+        .filter_map(|rows| Some(find(rows, "spindle")?.events_per_s))
+        .collect();
+    [
+        Summary::judge(
+            "spindle / spindle-nosync (events/s)",
+            &per_round(rounds, "spindle", "spindle-nosync", rate),
+            Target::AtLeast(0.85),
+        ),
+        Summary::judge(
+            "spindle / device (events/s at the same bytes per sync)",
+            &per_round(rounds, "spindle", "device", rate),
+            Target::AtLeast(0.90),
+        ),
+        Summary::judge(
+            "spindle durable events/s",
+            &spindle_rate,
+            Target::AtLeast(3_000_000.0),
+        ),
+        Summary::judge(
+            "spindle-lone p50 ack / device-lone p50 fdatasync",
+            &per_round(rounds, "spindle-lone", "device-lone", |a, b| {
+                a.p50_ack_us / b.p50_ack_us
+            }),
+            Target::AtMost(1.25),
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// One line per system: the median, smallest and largest of its rounds.
+fn print_medians(systems: &[&str], rounds: &[Vec<Row>]) {
+    let spread = |system: &str, f: &dyn Fn(&Row) -> f64| {
+        let v: Vec<f64> = rounds
+            .iter()
+            .filter_map(|rows| find(rows, system).map(f))
+            .collect();
+        Spread::of(&v)
+    };
+    let table: Vec<Vec<String>> = systems
+        .iter()
+        .map(|&system| {
+            let rate = spread(system, &|r| r.events_per_s);
+            let p50 = spread(system, &|r| r.p50_ack_us);
+            let p99 = spread(system, &|r| r.p99_ack_us);
+            let per_sync = spread(system, &|r| r.events_per_fsync);
+            let median = |s: Option<Spread>, digits: usize| {
+                s.map_or("-".into(), |s| format!("{:.digits$}", s.median))
+            };
+            let note = rounds
+                .last()
+                .and_then(|rows| find(rows, system))
+                .map_or(String::new(), |r| r.note.clone());
             vec![
-                r.system.clone(),
-                r.events.to_string(),
-                format!("{:.2}", r.seconds),
-                format!("{:.0}", r.events_per_s),
-                base.map_or("-".into(), |b| format!("{:.3}", r.events_per_s / b)),
-                format!("{:.1}", r.mb_per_s),
-                format!("{:.0}", r.p50_ack_us),
-                format!("{:.0}", r.p99_ack_us),
-                format!("{:.1}", r.events_per_fsync),
-                r.note.clone(),
+                system.to_owned(),
+                median(rate, 0),
+                rate.map_or("-".into(), |s| format!("{:.0} – {:.0}", s.min, s.max)),
+                median(p50, 0),
+                median(p99, 0),
+                median(per_sync, 1),
+                note,
             ]
         })
         .collect();
     print_table(
         &[
             "system",
-            "events",
-            "seconds",
-            "events/s",
-            "vs spindle",
-            "MB/s",
+            "events/s (median)",
+            "range",
             "p50 ack µs",
             "p99 ack µs",
             "events/fsync",
-            "note",
+            "note (last round)",
         ],
         &table,
     );
-    Ok(())
 }
 
 /// Spindle's file log driven by one client thread keeping `concurrency` transactions in
@@ -416,9 +539,19 @@ fn sqlite_peer(args: &Args, dir: &std::path::Path) -> anyhow::Result<Row> {
     Ok(row("sqlite-full", n, bytes, elapsed, &h, 1.0, note))
 }
 
+/// Bytes one event takes in the log: frame header and record header, then the payload.
+fn frame_bytes_per_event() -> u64 {
+    16 + 1 + 3 + 4 + user_bytes(1)
+}
+
 /// The device limit: append `batch_bytes` and fdatasync, repeatedly, into a preallocated
 /// file, as the log does; events/s assumes Spindle's bytes per event.
-fn device(args: &Args, dir: &std::path::Path, batch_bytes: u64) -> anyhow::Result<Row> {
+fn device(
+    system: &str,
+    args: &Args,
+    dir: &std::path::Path,
+    batch_bytes: u64,
+) -> anyhow::Result<Row> {
     use std::os::unix::fs::FileExt;
     let path = dir.join("device.probe");
     let file = std::fs::OpenOptions::new()
@@ -427,10 +560,13 @@ fn device(args: &Args, dir: &std::path::Path, batch_bytes: u64) -> anyhow::Resul
         .create(true)
         .truncate(true)
         .open(&path)?;
+    // Allocated up front as the log allocates its segments (a sparse file would make every
+    // sync also allocate blocks, or none at all where the file system defers it).
     let size = 1u64 << 30;
-    file.set_len(size)?;
+    rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, size)
+        .with_context(|| format!("allocating {size} bytes for {}", path.display()))?;
     let buf = vec![0x5au8; batch_bytes.max(1) as usize];
-    let per_event = 16 + 1 + 3 + 4 + (user_bytes(1) as usize); // frame header + payload
+    let per_event = frame_bytes_per_event() as usize;
     let events_per_batch = (batch_bytes as f64 / per_event as f64).max(1.0);
     let limit = Duration::from_secs(args.peer_seconds.min(10));
     let mut h = histogram();
@@ -452,7 +588,7 @@ fn device(args: &Args, dir: &std::path::Path, batch_bytes: u64) -> anyhow::Resul
     let bytes = events * user_bytes(1);
     let note = format!("{batches} writes of {batch_bytes} B + fdatasync; p50/p99 are per sync");
     Ok(row(
-        "device",
+        system,
         events,
         bytes,
         elapsed,

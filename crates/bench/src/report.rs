@@ -21,3 +21,155 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
         println!("| {} |", row.join(" | "));
     }
 }
+
+/// The systems of round `round` in interleaved order: A B C, then B C A, then C A B …, so
+/// drift over the run and the cost of going first or last fall on every system alike.
+pub fn round_order<T: Clone>(systems: &[T], round: usize) -> Vec<T> {
+    let n = systems.len().max(1);
+    (0..systems.len())
+        .map(|i| systems[(i + round) % n].clone())
+        .collect()
+}
+
+/// Median, smallest and largest of some measurements (the median of an even count is the
+/// mean of the middle two).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// `None` for no values (or any NaN).
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        if values.is_empty() || values.iter().any(|v| v.is_nan()) {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let mid = v.len() / 2;
+        let median = if v.len() % 2 == 1 {
+            v[mid]
+        } else {
+            (v[mid - 1] + v[mid]) / 2.0
+        };
+        Some(Spread {
+            median,
+            min: v[0],
+            max: v[v.len() - 1],
+        })
+    }
+}
+
+/// What a ratio must be, judged on the median of the rounds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Target {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+impl Target {
+    pub fn met(self, value: f64) -> bool {
+        match self {
+            Target::AtLeast(t) => value >= t,
+            Target::AtMost(t) => value <= t,
+        }
+    }
+
+    fn text(self) -> String {
+        match self {
+            Target::AtLeast(t) => format!(">= {t}"),
+            Target::AtMost(t) => format!("<= {t}"),
+        }
+    }
+}
+
+/// One target's verdict over the rounds: printed as a JSON object with `"summary": true`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub summary: bool,
+    pub name: String,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub rounds: usize,
+    pub target: String,
+    pub met: bool,
+}
+
+impl Summary {
+    /// The verdict on per-round values (a ratio measured within each round, or an absolute
+    /// rate); `None` when no round measured it.
+    pub fn judge(name: &str, per_round: &[f64], target: Target) -> Option<Summary> {
+        let s = Spread::of(per_round)?;
+        Some(Summary {
+            summary: true,
+            name: name.to_owned(),
+            median: s.median,
+            min: s.min,
+            max: s.max,
+            rounds: per_round.len(),
+            target: target.text(),
+            met: target.met(s.median),
+        })
+    }
+}
+
+/// A result row tagged with its round, for `--json`.
+#[derive(Debug, Serialize)]
+pub struct InRound<'a, T: Serialize> {
+    pub round: usize,
+    #[serde(flatten)]
+    pub row: &'a T,
+}
+
+/// Print the verdicts as a Markdown table.
+pub fn print_summaries(summaries: &[Summary]) {
+    let rows: Vec<Vec<String>> = summaries
+        .iter()
+        .map(|s| {
+            vec![
+                s.name.clone(),
+                format!("{:.3}", s.median),
+                format!("{:.3} – {:.3}", s.min, s.max),
+                s.rounds.to_string(),
+                s.target.clone(),
+                if s.met { "met" } else { "missed" }.to_owned(),
+            ]
+        })
+        .collect();
+    print_table(
+        &["target", "median", "range", "rounds", "bar", "verdict"],
+        &rows,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_rotate_every_system_through_every_place() {
+        let s = ["a", "b", "c"];
+        assert_eq!(round_order(&s, 0), ["a", "b", "c"]);
+        assert_eq!(round_order(&s, 1), ["b", "c", "a"]);
+        assert_eq!(round_order(&s, 2), ["c", "a", "b"]);
+        assert_eq!(round_order(&s, 3), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn spread_and_verdicts_use_the_median() {
+        let s = Spread::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        assert_eq!(Spread::of(&[4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
+        assert!(Spread::of(&[]).is_none());
+        assert!(Spread::of(&[1.0, f64::NAN]).is_none());
+        // One round over the bar does not make the target met.
+        let v = Summary::judge("r", &[0.5, 0.95, 0.6], Target::AtLeast(0.9)).unwrap();
+        assert!(!v.met);
+        assert_eq!(v.median, 0.6);
+        let v = Summary::judge("r", &[1.0, 1.1, 1.3], Target::AtMost(1.15)).unwrap();
+        assert!(v.met);
+    }
+}
