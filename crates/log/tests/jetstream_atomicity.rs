@@ -21,7 +21,10 @@ fn txn(client: u64, i: u64) -> Transaction {
     let mut t = Transaction::new();
     for j in 0..n {
         let v = format!("{{\"c\":{client},\"i\":{i},\"j\":{j},\"n\":{n}}}");
-        t = t.write(node(&format!("c{client}-{}", (i + j) % 5)), Value::json(v).unwrap());
+        t = t.write(
+            node(&format!("c{client}-{}", (i + j) % 5)),
+            Value::json(v).unwrap(),
+        );
     }
     t
 }
@@ -54,7 +57,10 @@ fn readers_see_whole_transactions_only() {
         let mut batches = 0u64;
         while seen < total_records {
             let batch = futures::executor::block_on(tail.next_batch()).unwrap();
-            assert!(batch.last().is_some_and(|r| r.commit), "a batch ends mid-transaction");
+            assert!(
+                batch.last().is_some_and(|r| r.commit),
+                "a batch ends mid-transaction"
+            );
             let mut at = 0;
             while at < batch.len() {
                 let n = field(&batch[at], "n") as usize;
@@ -62,7 +68,11 @@ fn readers_see_whole_transactions_only() {
                 for (j, r) in txn.iter().enumerate() {
                     assert_eq!(field(r, "c"), field(&batch[at], "c"));
                     assert_eq!(field(r, "i"), field(&batch[at], "i"));
-                    assert_eq!(field(r, "j"), j as u64, "records of a transaction out of place");
+                    assert_eq!(
+                        field(r, "j"),
+                        j as u64,
+                        "records of a transaction out of place"
+                    );
                     assert_eq!(r.commit, j == n - 1, "commit flag only on the last record");
                 }
                 at += n;

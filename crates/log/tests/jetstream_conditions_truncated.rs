@@ -31,7 +31,10 @@ fn check(log: &JetStreamLog, live_at: Index, deleted_at: Index) {
         "absent was accepted for an item whose write was purged"
     );
     let stale = put("gone", 1).condition(node("gone"), Index::new(1));
-    assert!(matches!(log.append_blocking(&stale), Err(AppendError::Conflict { .. })));
+    assert!(matches!(
+        log.append_blocking(&stale),
+        Err(AppendError::Conflict { .. })
+    ));
     assert_eq!(log.durable_index(), before, "a conflict wrote");
     // Exact versions hold; checked with a failing condition so nothing is written.
     let exact = put("other", 1)
@@ -59,7 +62,9 @@ fn conditions_hold_across_purge_and_a_rebuilt_appender() {
         .unwrap();
     let mut last = Index::ZERO;
     for i in 0..20 {
-        last = log.append_blocking(&put(&format!("k{}", i % 5), i)).unwrap();
+        last = log
+            .append_blocking(&put(&format!("k{}", i % 5), i))
+            .unwrap();
     }
     let first = futures::executor::block_on(log.truncate_prefix(last)).unwrap();
     assert_eq!(first, last, "purge keeps exactly from `below`");

@@ -47,7 +47,10 @@ fn a_deposed_appender_is_fenced() {
         other => panic!("a deposed appender wrote: {other:?}"),
     }
     assert!(a.failure().is_some());
-    assert!(matches!(a.append_blocking(&put("a-later", 10)), Err(AppendError::Failed { .. })));
+    assert!(matches!(
+        a.append_blocking(&put("a-later", 10)),
+        Err(AppendError::Failed { .. })
+    ));
 
     assert_eq!(b.append_blocking(&put("b2", 2)).unwrap(), Index::new(8));
     let records = futures::executor::block_on(b.read(Index::FIRST, usize::MAX)).unwrap();

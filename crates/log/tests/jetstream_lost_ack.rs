@@ -20,7 +20,9 @@ fn a_lost_ack_is_resolved_without_duplicates() {
     assert_eq!(log.append_blocking(&put("a", 1)).unwrap(), Index::new(1));
 
     fail::cfg("jetstream::ack_lost", "1*return").unwrap();
-    let two = Transaction::new().write(node("b", ), obj(2)).write(node("c"), obj(3));
+    let two = Transaction::new()
+        .write(node("b"), obj(2))
+        .write(node("c"), obj(3));
     assert_eq!(log.append_blocking(&two).unwrap(), Index::new(3));
     fail::cfg("jetstream::ack_lost", "2*return").unwrap();
     let cond = put("d", 4).condition(node("b"), Index::new(2));

@@ -118,7 +118,10 @@ fn run_case(cluster: &nats_cluster::Cluster, case: u64, stats: &mut Stats) {
             // JetStream purges exactly; the file log deletes whole segments only.
             assert_eq!(jf, below.max(before));
             stats.truncated = stats.truncated.max(jf.get());
-            assert!(ff <= jf.max(Index::FIRST), "file first {ff}, jetstream first {jf}");
+            assert!(
+                ff <= jf.max(Index::FIRST),
+                "file first {ff}, jetstream first {jf}"
+            );
             check_reads(&mut rng, &file, &js);
         } else {
             futures::executor::block_on(js.close());
@@ -147,5 +150,8 @@ fn jetstream_log_matches_the_file_log() {
     }
     eprintln!("{stats:?}");
     // The cases exercised what they are about.
-    assert!(stats.committed > 0 && stats.conflicts > 0 && stats.truncated > 1, "{stats:?}");
+    assert!(
+        stats.committed > 0 && stats.conflicts > 0 && stats.truncated > 1,
+        "{stats:?}"
+    );
 }

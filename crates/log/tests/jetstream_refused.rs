@@ -13,7 +13,8 @@ use spindle_log::jetstream::{check, JetStreamError, JetStreamLog};
 
 #[test]
 fn a_server_that_does_not_sync_every_write_is_refused() {
-    let cluster = nats_cluster::Cluster::start_with(1, nats_cluster::Options { sync_always: false });
+    let cluster =
+        nats_cluster::Cluster::start_with(1, nats_cluster::Options { sync_always: false });
     match JetStreamLog::open(cluster.config("UNSYNCED")) {
         Err(JetStreamError::ServerRefused { reason, .. }) => {
             assert!(reason.contains("sync_interval: always"), "{reason}")
@@ -28,7 +29,9 @@ fn a_stream_that_deletes_records_is_refused() {
     let config = cluster.config("LOOSE");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let client = async_nats::connect(config.servers[0].as_str()).await.unwrap();
+        let client = async_nats::connect(config.servers[0].as_str())
+            .await
+            .unwrap();
         let js = async_nats::jetstream::new(client);
         let good = check::stream_config("LOOSE", "spn.LOOSE.r.*", 1);
         js.create_stream(Config {
@@ -41,11 +44,17 @@ fn a_stream_that_deletes_records_is_refused() {
     });
     match JetStreamLog::open(config.clone()) {
         Err(JetStreamError::StreamRefused { reason, .. }) => {
-            assert!(reason.contains("deny_delete") && reason.contains("limits"), "{reason}")
+            assert!(
+                reason.contains("deny_delete") && reason.contains("limits"),
+                "{reason}"
+            )
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
     let mut unmonitored = config;
     unmonitored.monitor_urls.clear();
-    assert!(matches!(JetStreamLog::open(unmonitored), Err(JetStreamError::NoMonitor)));
+    assert!(matches!(
+        JetStreamLog::open(unmonitored),
+        Err(JetStreamError::NoMonitor)
+    ));
 }

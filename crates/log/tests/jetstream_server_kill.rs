@@ -101,21 +101,31 @@ fn acknowledged_transactions_survive_a_server_kill() {
     assert_eq!(acked.len() as u64, rounds * CLIENTS * TXNS_PER_ROUND);
     let records = futures::executor::block_on(log.read(Index::FIRST, usize::MAX)).unwrap();
     assert_eq!(records.last().map(|r| r.index), Some(log.durable_index()));
-    let by_index: HashMap<Index, &spindle_core::Record> = records.iter().map(|r| (r.index, r)).collect();
+    let by_index: HashMap<Index, &spindle_core::Record> =
+        records.iter().map(|r| (r.index, r)).collect();
     for (commit, t) in &acked {
         let n = t.writes.len() as u64;
         for (j, w) in t.writes.iter().enumerate() {
             let at = Index::new(commit.get() + 1 + j as u64 - n);
-            let r = by_index.get(&at).unwrap_or_else(|| panic!("acknowledged record {at} missing"));
+            let r = by_index
+                .get(&at)
+                .unwrap_or_else(|| panic!("acknowledged record {at} missing"));
             assert_eq!((&r.key, &r.value), (&w.key, &w.value), "record {at}");
             assert_eq!(r.commit, j as u64 == n - 1);
         }
     }
     // Every transaction in the log is whole (it is some acknowledged one, nothing else).
     let committed: u64 = acked.values().map(|t| t.writes.len() as u64).sum();
-    assert_eq!(records.len() as u64, committed, "records outside acknowledged transactions");
+    assert_eq!(
+        records.len() as u64,
+        committed,
+        "records outside acknowledged transactions"
+    );
     // A fresh reader after the restart reads the same.
     let reader = JetStreamLog::open_reader(cluster.config("KILL")).unwrap();
-    assert_eq!(futures::executor::block_on(reader.read(Index::FIRST, usize::MAX)).unwrap(), records);
+    assert_eq!(
+        futures::executor::block_on(reader.read(Index::FIRST, usize::MAX)).unwrap(),
+        records
+    );
     futures::executor::block_on(log.close());
 }

@@ -49,10 +49,12 @@ pub(crate) async fn open(
     }
     let mut batch_records_max = config.group_commit_records_max;
     for url in &config.monitor_urls {
-        let varz = get_varz(url).await.map_err(|cause| JetStreamError::Monitor {
-            url: url.clone(),
-            cause,
-        })?;
+        let varz = get_varz(url)
+            .await
+            .map_err(|cause| JetStreamError::Monitor {
+                url: url.clone(),
+                cause,
+            })?;
         let facts = check_varz(&varz).map_err(|reason| JetStreamError::ServerRefused {
             url: url.clone(),
             reason,
@@ -114,7 +116,10 @@ async fn connect(config: &JetStreamConfig) -> Result<async_nats::Client, JetStre
     let addrs = config
         .servers
         .iter()
-        .map(|s| s.parse::<ServerAddr>().map_err(|e| connect_err(e.to_string())))
+        .map(|s| {
+            s.parse::<ServerAddr>()
+                .map_err(|e| connect_err(e.to_string()))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     async_nats::ConnectOptions::new()
         .connection_timeout(Duration::from_secs(5))
@@ -206,7 +211,8 @@ impl Lease {
                             waited: started.elapsed(),
                         });
                     }
-                    tokio::time::sleep((config.lease_ttl / 20).max(Duration::from_millis(20))).await;
+                    tokio::time::sleep((config.lease_ttl / 20).max(Duration::from_millis(20)))
+                        .await;
                 }
                 Err(e) => return Err(nats_err("take the appender lease")(e.to_string())),
             }
@@ -219,11 +225,19 @@ impl Lease {
         loop {
             tokio::time::sleep(ttl / 3).await;
             let revision = self.revision.load(Ordering::Acquire);
-            match self.kv.update(LEASE_KEY, Bytes::from(self.id.clone()), revision).await {
+            match self
+                .kv
+                .update(LEASE_KEY, Bytes::from(self.id.clone()), revision)
+                .await
+            {
                 Ok(r) => self.revision.store(r, Ordering::Release),
                 Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                     // Expired while unrenewed: take it again if nobody else did.
-                    match self.kv.create(LEASE_KEY, Bytes::from(self.id.clone())).await {
+                    match self
+                        .kv
+                        .create(LEASE_KEY, Bytes::from(self.id.clone()))
+                        .await
+                    {
                         Ok(r) => self.revision.store(r, Ordering::Release),
                         Err(_) if !self.still_held().await => {
                             tracing::warn!("appender lease lost");
@@ -277,7 +291,9 @@ async fn rebuild(shared: &Shared) -> Result<VersionTable, JetStreamError> {
         stream: stream.clone(),
         reason,
     };
-    let store = checkpoint_store(shared).await.map_err(nats_err("open checkpoint store"))?;
+    let store = checkpoint_store(shared)
+        .await
+        .map_err(nats_err("open checkpoint store"))?;
     let (mut table, as_of) = match store.get(CHECKPOINT_OBJECT).await {
         Ok(mut object) => {
             let mut bytes = Vec::new();
@@ -287,7 +303,9 @@ async fn rebuild(shared: &Shared) -> Result<VersionTable, JetStreamError> {
                 .map_err(|e| ckpt_err(format!("read: {e}")))?;
             decode_checkpoint(&bytes).map_err(ckpt_err)?
         }
-        Err(e) if e.kind() == object_store::GetErrorKind::NotFound => (VersionTable::new(), Index::ZERO),
+        Err(e) if e.kind() == object_store::GetErrorKind::NotFound => {
+            (VersionTable::new(), Index::ZERO)
+        }
         Err(e) => return Err(ckpt_err(e.to_string())),
     };
     let first = shared.first_index();
@@ -301,7 +319,9 @@ async fn rebuild(shared: &Shared) -> Result<VersionTable, JetStreamError> {
     let chunk = (shared.config.read_batch_records_max as u64).max(1) * 16;
     while from <= last.get() {
         let to = (from + chunk - 1).min(last.get());
-        let msgs = fetch_range(shared, from, to).await.map_err(nats_err("replay the stream"))?;
+        let msgs = fetch_range(shared, from, to)
+            .await
+            .map_err(nats_err("replay the stream"))?;
         for m in &msgs {
             apply(&mut table, m.seq, &m.payload).map_err(ckpt_err)?;
         }
@@ -363,7 +383,9 @@ impl Appender {
                 Command::Append { txns, reply } => {
                     let (mut records, mut bytes) = size(&txns);
                     let mut group = vec![(txns, reply)];
-                    while records < self.records_max && bytes < self.shared.config.group_commit_bytes_max {
+                    while records < self.records_max
+                        && bytes < self.shared.config.group_commit_bytes_max
+                    {
                         match rx.try_recv() {
                             Ok(Command::Append { txns, reply }) => {
                                 let (r, b) = size(&txns);
@@ -428,33 +450,40 @@ impl Appender {
                 return staged.outcomes;
             }
             let msg_id = format!("{}-{}", self.id, self.batch_no);
-            let published = self.publish(&staged.messages, expected, &msg_id, attempt).await;
+            let published = self
+                .publish(&staged.messages, expected, &msg_id, attempt)
+                .await;
             let n = staged.messages.len() as u64;
-            let verdict = match published {
-                Published::Committed(last) => Verdict::Written(last),
-                Published::Refused { code, description }
-                    if code != WRONG_LAST_SEQUENCE && code != DUPLICATE_MSG_ID =>
-                {
-                    // Refused for what the batch is (size, headers): check, then report.
-                    match self.resolve(expected, n, &msg_id, deadline).await {
-                        Verdict::NotWritten => {
-                            return fail_all(format!("JetStream refused the batch ({code}): {description}; not written"))
+            let verdict =
+                match published {
+                    Published::Committed(last) => Verdict::Written(last),
+                    Published::Refused { code, description }
+                        if code != WRONG_LAST_SEQUENCE && code != DUPLICATE_MSG_ID =>
+                    {
+                        // Refused for what the batch is (size, headers): check, then report.
+                        match self.resolve(expected, n, &msg_id, deadline).await {
+                            Verdict::NotWritten => return fail_all(format!(
+                                "JetStream refused the batch ({code}): {description}; not written"
+                            )),
+                            other => other,
                         }
-                        other => other,
                     }
-                }
-                Published::Refused { code, description } => {
-                    tracing::debug!(code, %description, "batch refused; resolving");
-                    self.resolve(expected, n, &msg_id, deadline).await
-                }
-                Published::Unknown(cause) => {
-                    tracing::debug!(%cause, "batch outcome unknown; resolving");
-                    self.resolve(expected, n, &msg_id, deadline).await
-                }
-            };
+                    Published::Refused { code, description } => {
+                        tracing::debug!(code, %description, "batch refused; resolving");
+                        self.resolve(expected, n, &msg_id, deadline).await
+                    }
+                    Published::Unknown(cause) => {
+                        tracing::debug!(%cause, "batch outcome unknown; resolving");
+                        self.resolve(expected, n, &msg_id, deadline).await
+                    }
+                };
             match verdict {
                 Verdict::Written(last) => {
-                    assert_eq!(last, expected + n, "a committed batch takes consecutive sequences");
+                    assert_eq!(
+                        last,
+                        expected + n,
+                        "a committed batch takes consecutive sequences"
+                    );
                     for (key, (seq, deleted)) in staged.overlay {
                         self.versions.set(&key, Index::new(seq), deleted);
                     }
@@ -542,7 +571,13 @@ impl Appender {
 
     /// Send one atomic batch: every message but the last without a reply, the last as a
     /// request for the batch's ack.
-    async fn publish(&self, messages: &[(u8, Bytes)], expected: u64, msg_id: &str, attempt: u32) -> Published {
+    async fn publish(
+        &self,
+        messages: &[(u8, Bytes)],
+        expected: u64,
+        msg_id: &str,
+        attempt: u32,
+    ) -> Published {
         let client = &self.shared.client;
         let prefix = self.shared.config.subject_prefix();
         let batch_id = format!("{msg_id}-{attempt}");
@@ -557,7 +592,10 @@ impl Appender {
             }
             let subject = format!("{prefix}.{byte:02x}");
             if i < last {
-                if let Err(e) = client.publish_with_headers(subject, headers, payload.clone()).await {
+                if let Err(e) = client
+                    .publish_with_headers(subject, headers, payload.clone())
+                    .await
+                {
                     return Published::Unknown(format!("publish: {e}"));
                 }
                 continue;
@@ -617,8 +655,14 @@ impl Appender {
                  acknowledged messages"
             )));
         }
-        let first = stream.get_raw_message(expected + 1).await.map_err(|e| e.to_string())?;
-        let id = first.headers.get("Nats-Msg-Id").map(|v| v.as_str().to_owned());
+        let first = stream
+            .get_raw_message(expected + 1)
+            .await
+            .map_err(|e| e.to_string())?;
+        let id = first
+            .headers
+            .get("Nats-Msg-Id")
+            .map(|v| v.as_str().to_owned());
         if id.as_deref() == Some(msg_id) {
             Ok(Verdict::Written(expected + n))
         } else {
@@ -686,7 +730,10 @@ fn size(txns: &[PreparedTxn]) -> (usize, usize) {
 /// A JetStream publish ack: `{"stream","seq",...}` or `{"error":{"err_code","description"}}`.
 fn parse_ack(payload: &[u8]) -> Published {
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(payload) else {
-        return Published::Unknown(format!("unreadable ack {:?}", String::from_utf8_lossy(payload)));
+        return Published::Unknown(format!(
+            "unreadable ack {:?}",
+            String::from_utf8_lossy(payload)
+        ));
     };
     if let Some(err) = v.get("error") {
         return Published::Refused {
@@ -710,7 +757,9 @@ mod tests {
             parse_ack(br#"{"stream":"S","seq":7,"batch":"b","count":3}"#),
             Published::Committed(7)
         ));
-        match parse_ack(br#"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"}}"#) {
+        match parse_ack(
+            br#"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"}}"#,
+        ) {
             Published::Refused { code, description } => {
                 assert_eq!(code, WRONG_LAST_SEQUENCE);
                 assert!(description.contains("wrong last"));

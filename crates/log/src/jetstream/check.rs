@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::stream::{Config, DiscardPolicy, PersistenceMode, RetentionPolicy};
 use async_nats::jetstream::stream::StorageType;
+use async_nats::jetstream::stream::{Config, DiscardPolicy, PersistenceMode, RetentionPolicy};
 use serde_json::Value as Json;
 use spindle_core::{RECORD_BYTES_MAX, TXN_RECORDS_MAX};
 
@@ -30,7 +30,11 @@ pub struct ServerFacts {
 pub fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
     let core = text.trim_start_matches('v').split(['-', '+']).next()?;
     let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
-    Some((parts.next()??, parts.next()??, parts.next().flatten().unwrap_or(0)))
+    Some((
+        parts.next()??,
+        parts.next()??,
+        parts.next().flatten().unwrap_or(0),
+    ))
 }
 
 /// Check one server's `/varz` document; the error says what is wrong in words a user can act on.
@@ -125,7 +129,9 @@ pub fn check_stream(config: &Config, subjects: &str, replicas: usize) -> Result<
         || config.max_messages_per_subject > 0
         || !config.max_age.is_zero()
     {
-        wrong.push("message, byte, per-subject and age limits must be unset (they delete records)".into());
+        wrong.push(
+            "message, byte, per-subject and age limits must be unset (they delete records)".into(),
+        );
     }
     if !config.allow_atomic_publish {
         wrong.push("allow_atomic_publish must be on (a transaction is one atomic batch)".into());
@@ -199,17 +205,83 @@ mod tests {
         let good = stream_config("S", "spn.S.r.*", 3);
         assert_eq!(check_stream(&good, "spn.S.r.*", 3), Ok(()));
         let cases: Vec<(Config, &str)> = vec![
-            (Config { storage: StorageType::Memory, ..good.clone() }, "storage"),
-            (Config { num_replicas: 1, ..good.clone() }, "replicas"),
-            (Config { max_age: Duration::from_secs(60), ..good.clone() }, "limits"),
-            (Config { max_messages: 10, ..good.clone() }, "limits"),
-            (Config { allow_atomic_publish: false, ..good.clone() }, "allow_atomic_publish"),
-            (Config { allow_direct: false, ..good.clone() }, "allow_direct"),
-            (Config { deny_delete: false, ..good.clone() }, "deny_delete"),
-            (Config { deny_purge: true, ..good.clone() }, "deny_purge"),
-            (Config { persist_mode: Some(PersistenceMode::Async), ..good.clone() }, "persist_mode"),
-            (Config { retention: RetentionPolicy::WorkQueue, ..good.clone() }, "retention"),
-            (Config { subjects: vec!["other.>".into()], ..good.clone() }, "subjects"),
+            (
+                Config {
+                    storage: StorageType::Memory,
+                    ..good.clone()
+                },
+                "storage",
+            ),
+            (
+                Config {
+                    num_replicas: 1,
+                    ..good.clone()
+                },
+                "replicas",
+            ),
+            (
+                Config {
+                    max_age: Duration::from_secs(60),
+                    ..good.clone()
+                },
+                "limits",
+            ),
+            (
+                Config {
+                    max_messages: 10,
+                    ..good.clone()
+                },
+                "limits",
+            ),
+            (
+                Config {
+                    allow_atomic_publish: false,
+                    ..good.clone()
+                },
+                "allow_atomic_publish",
+            ),
+            (
+                Config {
+                    allow_direct: false,
+                    ..good.clone()
+                },
+                "allow_direct",
+            ),
+            (
+                Config {
+                    deny_delete: false,
+                    ..good.clone()
+                },
+                "deny_delete",
+            ),
+            (
+                Config {
+                    deny_purge: true,
+                    ..good.clone()
+                },
+                "deny_purge",
+            ),
+            (
+                Config {
+                    persist_mode: Some(PersistenceMode::Async),
+                    ..good.clone()
+                },
+                "persist_mode",
+            ),
+            (
+                Config {
+                    retention: RetentionPolicy::WorkQueue,
+                    ..good.clone()
+                },
+                "retention",
+            ),
+            (
+                Config {
+                    subjects: vec!["other.>".into()],
+                    ..good.clone()
+                },
+                "subjects",
+            ),
         ];
         for (config, word) in cases {
             let err = check_stream(&config, "spn.S.r.*", 3).unwrap_err();

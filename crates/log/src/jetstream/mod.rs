@@ -207,15 +207,10 @@ impl PreparedTxn {
             .iter()
             .enumerate()
             .map(|(i, w)| {
-                let mut payload = Vec::with_capacity(spindle_core::record::encoded_payload_len(
-                    &w.key, &w.value,
-                ));
-                let key = spindle_core::record::encode_payload(
-                    i == last,
-                    &w.key,
-                    &w.value,
-                    &mut payload,
-                );
+                let mut payload =
+                    Vec::with_capacity(spindle_core::record::encoded_payload_len(&w.key, &w.value));
+                let key =
+                    spindle_core::record::encode_payload(i == last, &w.key, &w.value, &mut payload);
                 let byte = (w.key.hash() >> 24) as u8;
                 (byte, payload.into(), key, w.value.is_tombstone())
             })
@@ -317,7 +312,10 @@ impl JetStreamLog {
         }
         if !prepared.is_empty() {
             let n = prepared.len();
-            let outcomes = self.submit(prepared).await.unwrap_or_else(|e| vec![Err(e); n]);
+            let outcomes = self
+                .submit(prepared)
+                .await
+                .unwrap_or_else(|e| vec![Err(e); n]);
             for (slot, outcome) in slots.into_iter().zip(outcomes) {
                 results[slot] = Some(outcome);
             }
@@ -328,7 +326,10 @@ impl JetStreamLog {
             .collect()
     }
 
-    async fn submit(&self, txns: Vec<PreparedTxn>) -> Result<Vec<Result<Index, AppendError>>, AppendError> {
+    async fn submit(
+        &self,
+        txns: Vec<PreparedTxn>,
+    ) -> Result<Vec<Result<Index, AppendError>>, AppendError> {
         let intake = self.intake.as_ref().ok_or_else(|| AppendError::Failed {
             cause: "this JetStream log handle is a reader; appends go through the appender".into(),
         })?;

@@ -82,7 +82,11 @@ pub(crate) async fn fetch(shared: &Shared, from: u64, count: usize) -> Result<Ve
 }
 
 /// Every message `from..=to`, retrying while the answering replica lags.
-pub(crate) async fn fetch_range(shared: &Shared, from: u64, to: u64) -> Result<Vec<Stored>, String> {
+pub(crate) async fn fetch_range(
+    shared: &Shared,
+    from: u64,
+    to: u64,
+) -> Result<Vec<Stored>, String> {
     let mut out: Vec<Stored> = Vec::new();
     let mut next = from;
     let mut tries = 0;
@@ -101,14 +105,19 @@ pub(crate) async fn fetch_range(shared: &Shared, from: u64, to: u64) -> Result<V
         if got.is_empty() {
             tries += 1;
             if tries > STALE_RETRIES_MAX {
-                return Err(format!("no replica returned sequence {next} (last is {to})"));
+                return Err(format!(
+                    "no replica returned sequence {next} (last is {to})"
+                ));
             }
             tokio::time::sleep(STALE_RETRY_PAUSE).await;
             continue;
         }
         for m in got {
             if m.seq != next {
-                return Err(format!("expected sequence {next}, the stream returned {}", m.seq));
+                return Err(format!(
+                    "expected sequence {next}, the stream returned {}",
+                    m.seq
+                ));
             }
             next += 1;
             out.push(m);
@@ -130,7 +139,11 @@ fn corrupt(shared: &Shared, seq: u64, reason: String) -> ReadError {
 
 /// `Log::read`: durable records from `from`, at least `max_records` unless the log ends
 /// first, ending on a commit record.
-pub(crate) async fn read(shared: &Shared, from: Index, max_records: usize) -> Result<Vec<Record>, ReadError> {
+pub(crate) async fn read(
+    shared: &Shared,
+    from: Index,
+    max_records: usize,
+) -> Result<Vec<Record>, ReadError> {
     let from = from.max(Index::FIRST).get();
     let end = shared.durable_index().get();
     let mut out: Vec<Record> = Vec::new();
@@ -139,8 +152,15 @@ pub(crate) async fn read(shared: &Shared, from: Index, max_records: usize) -> Re
     while next <= end {
         let want = ((end - next + 1) as usize)
             .min(shared.config.read_batch_records_max)
-            .min(max_records.saturating_sub(out.len()).max(1).saturating_add(16));
-        let got = fetch(shared, next, want).await.map_err(|e| shared.read_err(e))?;
+            .min(
+                max_records
+                    .saturating_sub(out.len())
+                    .max(1)
+                    .saturating_add(16),
+            );
+        let got = fetch(shared, next, want)
+            .await
+            .map_err(|e| shared.read_err(e))?;
         if got.first().is_none_or(|m| m.seq > next) {
             let first = first_seq(shared).await.map_err(|e| shared.read_err(e))?;
             if first > next {
@@ -150,7 +170,11 @@ pub(crate) async fn read(shared: &Shared, from: Index, max_records: usize) -> Re
                         first: Index::new(first),
                     });
                 }
-                return Err(corrupt(shared, next, format!("purged while being read (first is now {first})")));
+                return Err(corrupt(
+                    shared,
+                    next,
+                    format!("purged while being read (first is now {first})"),
+                ));
             }
             stale += 1;
             if stale > STALE_RETRIES_MAX {
@@ -164,10 +188,19 @@ pub(crate) async fn read(shared: &Shared, from: Index, max_records: usize) -> Re
                 break;
             }
             if m.seq != next {
-                return Err(corrupt(shared, next, format!("gap: the stream returned {}", m.seq)));
+                return Err(corrupt(
+                    shared,
+                    next,
+                    format!("gap: the stream returned {}", m.seq),
+                ));
             }
-            let record = decode_payload(Index::new(m.seq), &m.payload)
-                .map_err(|e| corrupt(shared, m.seq, format!("record payload does not decode: {e:?}")))?;
+            let record = decode_payload(Index::new(m.seq), &m.payload).map_err(|e| {
+                corrupt(
+                    shared,
+                    m.seq,
+                    format!("record payload does not decode: {e:?}"),
+                )
+            })?;
             let commit = record.commit;
             out.push(record);
             next += 1;

@@ -17,13 +17,17 @@ use spindle_log::jetstream::JetStreamConfig;
 /// The pinned version scripts/nats.sh installs.
 const NATS_SERVER_VERSION: &str = "2.15.1";
 /// How long a cluster may take to elect a JetStream meta leader.
-const READY_WAIT: Duration = Duration::from_secs(30);
+const READY_WAIT: Duration = Duration::from_secs(60);
 
 /// Where the nats-server binary is; panics with the fix when it is missing.
 pub fn nats_server_bin() -> PathBuf {
     if let Ok(p) = std::env::var("SPINDLE_NATS_SERVER") {
         let p = PathBuf::from(p);
-        assert!(p.is_file(), "SPINDLE_NATS_SERVER={} does not exist; run scripts/nats.sh", p.display());
+        assert!(
+            p.is_file(),
+            "SPINDLE_NATS_SERVER={} does not exist; run scripts/nats.sh",
+            p.display()
+        );
         return p;
     }
     let cache = std::env::var_os("XDG_CACHE_HOME")
@@ -43,7 +47,11 @@ pub fn nats_server_bin() -> PathBuf {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// `GET http://127.0.0.1:<port><path>`: the body, or None if the server is not up.
@@ -98,7 +106,9 @@ impl Cluster {
             .prefix("spindle-nats-")
             .tempdir_in(scratch())
             .unwrap();
-        let ports: Vec<(u16, u16, u16)> = (0..n).map(|_| (free_port(), free_port(), free_port())).collect();
+        let ports: Vec<(u16, u16, u16)> = (0..n)
+            .map(|_| (free_port(), free_port(), free_port()))
+            .collect();
         let routes: Vec<String> = ports
             .iter()
             .map(|p| format!("    nats://127.0.0.1:{}", p.2))
@@ -107,7 +117,11 @@ impl Cluster {
         for (i, &(client, http, cluster)) in ports.iter().enumerate() {
             let name = format!("n{}", i + 1);
             let store = dir.path().join(format!("data{}", i + 1));
-            let sync = if options.sync_always { "  sync_interval: always\n" } else { "" };
+            let sync = if options.sync_always {
+                "  sync_interval: always\n"
+            } else {
+                ""
+            };
             let cluster_block = if n > 1 {
                 format!(
                     "cluster {{\n  name: spindle\n  listen: 127.0.0.1:{cluster}\n  routes: [\n{}\n  ]\n}}\n",
@@ -185,7 +199,9 @@ impl Cluster {
             if self.nodes.len() == 1 {
                 return v["config"].is_object();
             }
-            v["meta_cluster"]["leader"].as_str().is_some_and(|l| !l.is_empty())
+            v["meta_cluster"]["leader"]
+                .as_str()
+                .is_some_and(|l| !l.is_empty())
         })
     }
 
@@ -230,7 +246,10 @@ impl Cluster {
 
     /// The index of the node named `name`.
     pub fn node_named(&self, name: &str) -> usize {
-        self.nodes.iter().position(|n| n.name == name).expect("a node of this cluster")
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .expect("a node of this cluster")
     }
 }
 
