@@ -64,15 +64,28 @@ pub(crate) async fn open(
     let client = connect(&config).await?;
     let js = async_nats::jetstream::new(client.clone());
     let subjects = config.subjects();
-    let stream = match js.get_stream(&config.stream).await {
-        Ok(s) => s,
-        Err(e) if appender => {
-            tracing::info!(stream = %config.stream, error = %e, "creating the log's stream");
-            js.create_stream(stream_config(&config.stream, &subjects, config.replicas))
-                .await
-                .map_err(|e| nats_err("create stream")(e.to_string()))?
+    let started = Instant::now();
+    let stream = loop {
+        let found = match js.get_stream(&config.stream).await {
+            Ok(s) => Ok(s),
+            Err(e) if appender => {
+                tracing::info!(stream = %config.stream, error = %e, "creating the log's stream");
+                js.create_stream(stream_config(&config.stream, &subjects, config.replicas))
+                    .await
+                    .map_err(|e| nats_err("create stream")(e.to_string()))
+            }
+            Err(e) => Err(nats_err("get stream")(e.to_string())),
+        };
+        match found {
+            Ok(s) => break s,
+            // A cluster that just started may not know all its peers yet ("no suitable
+            // peers for placement"): ask again until `unavailable_wait`.
+            Err(e) if started.elapsed() < config.unavailable_wait => {
+                tracing::debug!(error = %e, "stream not available yet; retrying");
+                tokio::time::sleep(RESOLVE_PAUSE).await;
+            }
+            Err(e) => return Err(e),
         }
-        Err(e) => return Err(nats_err("get stream")(e.to_string())),
     };
     let info = stream.cached_info();
     check_stream(&info.config, &subjects, config.replicas).map_err(|reason| {
@@ -454,29 +467,30 @@ impl Appender {
                 .publish(&staged.messages, expected, &msg_id, attempt)
                 .await;
             let n = staged.messages.len() as u64;
-            let verdict =
-                match published {
-                    Published::Committed(last) => Verdict::Written(last),
-                    Published::Refused { code, description }
-                        if code != WRONG_LAST_SEQUENCE && code != DUPLICATE_MSG_ID =>
-                    {
-                        // Refused for what the batch is (size, headers): check, then report.
-                        match self.resolve(expected, n, &msg_id, deadline).await {
-                            Verdict::NotWritten => return fail_all(format!(
+            let verdict = match published {
+                Published::Committed(last) => Verdict::Written(last),
+                Published::Refused { code, description }
+                    if code != WRONG_LAST_SEQUENCE && code != DUPLICATE_MSG_ID =>
+                {
+                    // Refused for what the batch is (size, headers): check, then report.
+                    match self.resolve(expected, n, &msg_id, deadline).await {
+                        Verdict::NotWritten => {
+                            return fail_all(format!(
                                 "JetStream refused the batch ({code}): {description}; not written"
-                            )),
-                            other => other,
+                            ))
                         }
+                        other => other,
                     }
-                    Published::Refused { code, description } => {
-                        tracing::debug!(code, %description, "batch refused; resolving");
-                        self.resolve(expected, n, &msg_id, deadline).await
-                    }
-                    Published::Unknown(cause) => {
-                        tracing::debug!(%cause, "batch outcome unknown; resolving");
-                        self.resolve(expected, n, &msg_id, deadline).await
-                    }
-                };
+                }
+                Published::Refused { code, description } => {
+                    tracing::debug!(code, %description, "batch refused; resolving");
+                    self.resolve(expected, n, &msg_id, deadline).await
+                }
+                Published::Unknown(cause) => {
+                    tracing::debug!(%cause, "batch outcome unknown; resolving");
+                    self.resolve(expected, n, &msg_id, deadline).await
+                }
+            };
             match verdict {
                 Verdict::Written(last) => {
                     assert_eq!(

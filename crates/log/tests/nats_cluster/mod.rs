@@ -199,9 +199,24 @@ impl Cluster {
             if self.nodes.len() == 1 {
                 return v["config"].is_object();
             }
-            v["meta_cluster"]["leader"]
-                .as_str()
-                .is_some_and(|l| !l.is_empty())
+            // A leader, and (on the leader) every other server a current follower.
+            let meta = &v["meta_cluster"];
+            let Some(leader) = meta["leader"].as_str().filter(|l| !l.is_empty()) else {
+                return false;
+            };
+            if leader != n.name {
+                return true;
+            }
+            let running = self.nodes.iter().filter(|n| n.child.is_some()).count();
+            let current = meta["replicas"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|r| {
+                    r["current"].as_bool() == Some(true) && r["offline"].as_bool() != Some(true)
+                })
+                .count();
+            current + 1 >= running
         })
     }
 
