@@ -15,3 +15,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/spindle/target}"
 mkdir -p "$CARGO_TARGET_DIR"
+# The JetStream log's tests and benches start real nats-server processes (scripts/nats.sh).
+SPINDLE_NATS_SERVER="${SPINDLE_NATS_SERVER:-$(bash scripts/nats.sh)}"
+export SPINDLE_NATS_SERVER

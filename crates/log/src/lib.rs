@@ -16,6 +16,8 @@ pub mod fs;
 pub mod hint;
 pub mod inspect;
 mod intake;
+#[cfg(feature = "jetstream")]
+pub mod jetstream;
 mod reader;
 pub mod recovery;
 pub mod segment;

@@ -95,6 +95,18 @@ impl VersionTable {
 
     /// Write a checkpoint of the table as of `as_of` into `dir`, durably.
     pub fn write_checkpoint(&self, fs: &dyn Fs, dir: &Path, as_of: Index) -> io::Result<()> {
+        let buf = self.encode_checkpoint(as_of);
+        let tmp = dir.join(format!("{CHECKPOINT_FILE}.tmp"));
+        let f = fs.create(&tmp)?;
+        f.write_all_at(&buf, 0)?;
+        f.sync_all()?;
+        fs.rename(&tmp, &dir.join(CHECKPOINT_FILE))?;
+        fs.sync_dir(dir)
+    }
+
+    /// The checkpoint bytes (module doc) of the table as of `as_of`; `decode_checkpoint`
+    /// reads them back. The JetStream log stores the same bytes in an object store.
+    pub fn encode_checkpoint(&self, as_of: Index) -> Vec<u8> {
         let mut buf = Vec::with_capacity(32 + self.map.len() * 32);
         buf.extend_from_slice(MAGIC);
         buf.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -109,12 +121,7 @@ impl VersionTable {
         }
         let crc = crc32c::crc32c(&buf);
         buf.extend_from_slice(&crc.to_le_bytes());
-        let tmp = dir.join(format!("{CHECKPOINT_FILE}.tmp"));
-        let f = fs.create(&tmp)?;
-        f.write_all_at(&buf, 0)?;
-        f.sync_all()?;
-        fs.rename(&tmp, &dir.join(CHECKPOINT_FILE))?;
-        fs.sync_dir(dir)
+        buf
     }
 
     /// Load the checkpoint in `dir`: `Ok(None)` if there is none, an error string if it is

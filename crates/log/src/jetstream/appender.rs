@@ -1,0 +1,785 @@
+//! The appender: opening (checks, lease, version table) and group commit.
+//!
+//! One task drains every queued transaction, checks conditions in arrival order against
+//! the version table (plus an overlay of what this batch writes), and publishes the group
+//! as one atomic batch whose first message carries `Nats-Expected-Last-Sequence` = the
+//! last sequence the table reflects and `Nats-Msg-Id` naming the batch. While one batch is
+//! in flight the next gathers; nothing waits on a timer.
+//!
+//! Outcomes: an ack commits. Anything else is resolved against the stream: the last
+//! sequence unchanged means not written (resend the same batch, same id); our message id at
+//! `expected + 1` means written; someone else's means this appender was fenced: it reads
+//! what the other wrote into its table, and either retries (it still holds the lease) or
+//! fails every pending append as not written and refuses writes (deposed).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{kv, object_store, stream::StorageType};
+use async_nats::{HeaderMap, ServerAddr};
+use bytes::Bytes;
+use spindle_core::record::payload_key;
+use spindle_core::{Index, RecordFlags};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+use super::check::{check_stream, check_varz, stream_config};
+use super::read::fetch_range;
+use super::{nats_err, shared, Command, JetStreamConfig, JetStreamError, PreparedTxn, Shared};
+use crate::error::{AppendError, FailedCondition, TruncateError};
+use crate::versions::{decode_checkpoint, VersionTable};
+
+const LEASE_KEY: &str = "appender";
+const CHECKPOINT_OBJECT: &str = "versions";
+/// JetStream's error code for a failed `Nats-Expected-Last-Sequence`.
+const WRONG_LAST_SEQUENCE: u64 = 10071;
+/// A resent batch whose message id the stream already holds.
+const DUPLICATE_MSG_ID: u64 = 10201;
+const RESOLVE_PAUSE: Duration = Duration::from_millis(100);
+
+/// Connect, check, and (for an appender) take the lease and rebuild the version table.
+pub(crate) async fn open(
+    config: JetStreamConfig,
+    appender: bool,
+) -> Result<(Arc<Shared>, Option<mpsc::Sender<Command>>), JetStreamError> {
+    if config.monitor_urls.is_empty() {
+        return Err(JetStreamError::NoMonitor);
+    }
+    let mut batch_records_max = config.group_commit_records_max;
+    for url in &config.monitor_urls {
+        let varz = get_varz(url)
+            .await
+            .map_err(|cause| JetStreamError::Monitor {
+                url: url.clone(),
+                cause,
+            })?;
+        let facts = check_varz(&varz).map_err(|reason| JetStreamError::ServerRefused {
+            url: url.clone(),
+            reason,
+        })?;
+        batch_records_max = batch_records_max.min(facts.max_batch_records);
+    }
+    let client = connect(&config).await?;
+    let js = async_nats::jetstream::new(client.clone());
+    let subjects = config.subjects();
+    let started = Instant::now();
+    let stream = loop {
+        let found = match js.get_stream(&config.stream).await {
+            Ok(s) => Ok(s),
+            Err(e) if appender => {
+                tracing::info!(stream = %config.stream, error = %e, "creating the log's stream");
+                js.create_stream(stream_config(&config.stream, &subjects, config.replicas))
+                    .await
+                    .map_err(|e| nats_err("create stream")(e.to_string()))
+            }
+            Err(e) => Err(nats_err("get stream")(e.to_string())),
+        };
+        match found {
+            Ok(s) => break s,
+            // A cluster that just started may not know all its peers yet ("no suitable
+            // peers for placement"): ask again until `unavailable_wait`.
+            Err(e) if started.elapsed() < config.unavailable_wait => {
+                tracing::debug!(error = %e, "stream not available yet; retrying");
+                tokio::time::sleep(RESOLVE_PAUSE).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let info = stream.cached_info();
+    check_stream(&info.config, &subjects, config.replicas).map_err(|reason| {
+        JetStreamError::StreamRefused {
+            stream: config.stream.clone(),
+            reason,
+        }
+    })?;
+    let first = Index::new(info.state.first_sequence.max(1));
+    let last = Index::new(info.state.last_sequence);
+    let shared = shared(client, config, first, last);
+    if !appender {
+        return Ok((shared, None));
+    }
+    let id = format!("{:016x}", rand::random::<u64>());
+    let lease = Arc::new(Lease::acquire(&shared, id.clone()).await?);
+    let versions = rebuild(&shared).await?;
+    let (tx, rx) = mpsc::channel(shared.config.intake_txns_max.max(1));
+    let renewal = tokio::spawn(lease.clone().renew_forever(shared.config.lease_ttl));
+    let task = Appender {
+        shared: shared.clone(),
+        versions,
+        last: shared.durable_index(),
+        lease,
+        id,
+        batch_no: 0,
+        records_max: batch_records_max.max(1),
+    };
+    tokio::spawn(async move {
+        task.run(rx).await;
+        renewal.abort();
+    });
+    Ok((shared, Some(tx)))
+}
+
+async fn connect(config: &JetStreamConfig) -> Result<async_nats::Client, JetStreamError> {
+    let connect_err = |cause: String| JetStreamError::Connect {
+        servers: config.servers.clone(),
+        cause,
+    };
+    let addrs = config
+        .servers
+        .iter()
+        .map(|s| {
+            s.parse::<ServerAddr>()
+                .map_err(|e| connect_err(e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(5))
+        .request_timeout(Some(config.ack_timeout))
+        .connect(addrs)
+        .await
+        .map_err(|e| connect_err(e.to_string()))
+}
+
+/// `GET <url>/varz` over plain HTTP/1.0 (the monitoring port speaks nothing else).
+async fn get_varz(url: &str) -> Result<serde_json::Value, String> {
+    let host = url
+        .strip_prefix("http://")
+        .ok_or("monitoring URLs start with http://")?
+        .trim_end_matches('/');
+    let io = async {
+        let mut conn = tokio::net::TcpStream::connect(host).await?;
+        let request = format!("GET /varz HTTP/1.0\r\nHost: {host}\r\n\r\n");
+        conn.write_all(request.as_bytes()).await?;
+        let mut body = Vec::new();
+        conn.read_to_end(&mut body).await?;
+        Ok::<_, std::io::Error>(body)
+    };
+    let body = tokio::time::timeout(Duration::from_secs(5), io)
+        .await
+        .map_err(|_| "timed out".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let at = body
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("no HTTP body")?;
+    serde_json::from_slice(&body[at + 4..]).map_err(|e| format!("/varz is not JSON: {e}"))
+}
+
+/// The appender lease: a key in a KV bucket whose entries expire after the lease TTL unless
+/// renewed by compare-and-set. It only keeps two appenders from fighting; safety comes from
+/// the expected-last-sequence fence on every batch.
+#[derive(Debug)]
+struct Lease {
+    kv: kv::Store,
+    id: String,
+    revision: AtomicU64,
+    lost: AtomicBool,
+}
+
+impl Lease {
+    async fn acquire(shared: &Shared, id: String) -> Result<Lease, JetStreamError> {
+        let config = &shared.config;
+        let bucket = config.lease_bucket();
+        let kv = match shared.js.get_key_value(&bucket).await {
+            Ok(kv) => kv,
+            Err(_) => shared
+                .js
+                .create_key_value(kv::Config {
+                    bucket: bucket.clone(),
+                    history: 1,
+                    max_age: config.lease_ttl,
+                    storage: StorageType::File,
+                    num_replicas: config.replicas,
+                    ..kv::Config::default()
+                })
+                .await
+                .map_err(|e| nats_err("create lease bucket")(e.to_string()))?,
+        };
+        let started = Instant::now();
+        loop {
+            match kv.create(LEASE_KEY, Bytes::from(id.clone())).await {
+                Ok(revision) => {
+                    return Ok(Lease {
+                        kv,
+                        id,
+                        revision: AtomicU64::new(revision),
+                        lost: AtomicBool::new(false),
+                    })
+                }
+                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                    if started.elapsed() >= config.lease_wait {
+                        let holder = kv
+                            .get(LEASE_KEY)
+                            .await
+                            .ok()
+                            .flatten()
+                            .map_or("nobody (expired)".to_owned(), |b| {
+                                String::from_utf8_lossy(&b).into_owned()
+                            });
+                        return Err(JetStreamError::LeaseHeld {
+                            stream: config.stream.clone(),
+                            holder,
+                            waited: started.elapsed(),
+                        });
+                    }
+                    tokio::time::sleep((config.lease_ttl / 20).max(Duration::from_millis(20)))
+                        .await;
+                }
+                Err(e) => return Err(nats_err("take the appender lease")(e.to_string())),
+            }
+        }
+    }
+
+    /// Renew every third of the TTL; a renewal refused because someone else holds the key
+    /// marks the lease lost.
+    async fn renew_forever(self: Arc<Self>, ttl: Duration) {
+        loop {
+            tokio::time::sleep(ttl / 3).await;
+            let revision = self.revision.load(Ordering::Acquire);
+            match self
+                .kv
+                .update(LEASE_KEY, Bytes::from(self.id.clone()), revision)
+                .await
+            {
+                Ok(r) => self.revision.store(r, Ordering::Release),
+                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                    // Expired while unrenewed: take it again if nobody else did.
+                    match self
+                        .kv
+                        .create(LEASE_KEY, Bytes::from(self.id.clone()))
+                        .await
+                    {
+                        Ok(r) => self.revision.store(r, Ordering::Release),
+                        Err(_) if !self.still_held().await => {
+                            tracing::warn!("appender lease lost");
+                            self.lost.store(true, Ordering::Release);
+                            return;
+                        }
+                        Err(_) => {}
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "appender lease renewal failed; retrying"),
+            }
+        }
+    }
+
+    async fn still_held(&self) -> bool {
+        match self.kv.entry(LEASE_KEY).await {
+            Ok(Some(e)) => e.operation == kv::Operation::Put && e.value == self.id.as_bytes(),
+            _ => false,
+        }
+    }
+
+    async fn release(&self) {
+        if self.still_held().await {
+            let _ = self.kv.delete(LEASE_KEY).await;
+        }
+    }
+}
+
+async fn checkpoint_store(shared: &Shared) -> Result<object_store::ObjectStore, String> {
+    let bucket = shared.config.checkpoint_bucket();
+    if let Ok(store) = shared.js.get_object_store(&bucket).await {
+        return Ok(store);
+    }
+    shared
+        .js
+        .create_object_store(object_store::Config {
+            bucket,
+            storage: StorageType::File,
+            num_replicas: shared.config.replicas,
+            ..object_store::Config::default()
+        })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The version table as of the stream's last sequence: the checkpoint, then every retained
+/// record after it.
+async fn rebuild(shared: &Shared) -> Result<VersionTable, JetStreamError> {
+    let stream = shared.config.stream.clone();
+    let ckpt_err = |reason: String| JetStreamError::Checkpoint {
+        stream: stream.clone(),
+        reason,
+    };
+    let store = checkpoint_store(shared)
+        .await
+        .map_err(nats_err("open checkpoint store"))?;
+    let (mut table, as_of) = match store.get(CHECKPOINT_OBJECT).await {
+        Ok(mut object) => {
+            let mut bytes = Vec::new();
+            object
+                .read_to_end(&mut bytes)
+                .await
+                .map_err(|e| ckpt_err(format!("read: {e}")))?;
+            decode_checkpoint(&bytes).map_err(ckpt_err)?
+        }
+        Err(e) if e.kind() == object_store::GetErrorKind::NotFound => {
+            (VersionTable::new(), Index::ZERO)
+        }
+        Err(e) => return Err(ckpt_err(e.to_string())),
+    };
+    let first = shared.first_index();
+    let last = shared.durable_index();
+    if as_of.get() + 1 < first.get() || as_of > last {
+        return Err(ckpt_err(format!(
+            "the checkpoint covers 1..={as_of} but the stream retains {first}..={last}"
+        )));
+    }
+    let mut from = as_of.next().max(first).get();
+    let chunk = (shared.config.read_batch_records_max as u64).max(1) * 16;
+    while from <= last.get() {
+        let to = (from + chunk - 1).min(last.get());
+        let msgs = fetch_range(shared, from, to)
+            .await
+            .map_err(nats_err("replay the stream"))?;
+        for m in &msgs {
+            apply(&mut table, m.seq, &m.payload).map_err(ckpt_err)?;
+        }
+        from = to + 1;
+    }
+    Ok(table)
+}
+
+/// Record a stored message's write in the table.
+fn apply(table: &mut VersionTable, seq: u64, payload: &[u8]) -> Result<(), String> {
+    let key = payload_key(payload).ok_or_else(|| format!("message {seq} is not a record"))?;
+    let deleted = payload[0] & RecordFlags::TOMBSTONE != 0;
+    table.set(key, Index::new(seq), deleted);
+    Ok(())
+}
+
+type Reply = oneshot::Sender<Vec<Result<Index, AppendError>>>;
+
+/// What publishing one batch came to.
+#[derive(Debug)]
+enum Published {
+    Committed(u64),
+    Refused { code: u64, description: String },
+    Unknown(String),
+}
+
+/// What the stream says about a batch whose ack did not arrive.
+#[derive(Debug)]
+enum Verdict {
+    Written(u64),
+    NotWritten,
+    Fenced(u64),
+    Lost(String),
+}
+
+struct Appender {
+    shared: Arc<Shared>,
+    versions: VersionTable,
+    /// The last sequence the table reflects.
+    last: Index,
+    lease: Arc<Lease>,
+    id: String,
+    batch_no: u64,
+    records_max: usize,
+}
+
+impl Appender {
+    async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        let mut carried: Option<Command> = None;
+        loop {
+            let cmd = match carried.take() {
+                Some(c) => c,
+                None => match rx.recv().await {
+                    Some(c) => c,
+                    None => break,
+                },
+            };
+            match cmd {
+                Command::Append { txns, reply } => {
+                    let (mut records, mut bytes) = size(&txns);
+                    let mut group = vec![(txns, reply)];
+                    while records < self.records_max
+                        && bytes < self.shared.config.group_commit_bytes_max
+                    {
+                        match rx.try_recv() {
+                            Ok(Command::Append { txns, reply }) => {
+                                let (r, b) = size(&txns);
+                                if records + r > self.records_max
+                                    || bytes + b > self.shared.config.group_commit_bytes_max
+                                {
+                                    carried = Some(Command::Append { txns, reply });
+                                    break;
+                                }
+                                records += r;
+                                bytes += b;
+                                group.push((txns, reply));
+                            }
+                            Ok(other) => {
+                                carried = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    self.commit(group).await;
+                }
+                Command::Truncate { below, reply } => {
+                    let _ = reply.send(self.truncate(below).await);
+                }
+                Command::Close { reply } => {
+                    self.lease.release().await;
+                    let _ = reply.send(());
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Commit one group: stage, publish, resolve; answer every submission.
+    async fn commit(&mut self, group: Vec<(Vec<PreparedTxn>, Reply)>) {
+        let txns: Vec<&PreparedTxn> = group.iter().flat_map(|(t, _)| t.iter()).collect();
+        let outcomes = self.commit_txns(&txns).await;
+        drop(txns);
+        let mut outcomes = outcomes.into_iter();
+        for (txns, reply) in group {
+            let _ = reply.send(outcomes.by_ref().take(txns.len()).collect());
+        }
+    }
+
+    async fn commit_txns(&mut self, txns: &[&PreparedTxn]) -> Vec<Result<Index, AppendError>> {
+        let fail_all = |cause: String| vec![Err(AppendError::Failed { cause }); txns.len()];
+        let deadline = Instant::now() + self.shared.config.unavailable_wait;
+        self.batch_no += 1;
+        let mut attempt = 0u32;
+        loop {
+            if let Some(cause) = self.shared.failure() {
+                return fail_all(cause);
+            }
+            if self.lease.lost.load(Ordering::Acquire) {
+                let cause = self.deposed();
+                return fail_all(cause);
+            }
+            let expected = self.last.get();
+            let staged = self.stage(txns, expected);
+            if staged.messages.is_empty() {
+                return staged.outcomes;
+            }
+            let msg_id = format!("{}-{}", self.id, self.batch_no);
+            let published = self
+                .publish(&staged.messages, expected, &msg_id, attempt)
+                .await;
+            let n = staged.messages.len() as u64;
+            let verdict = match published {
+                Published::Committed(last) => Verdict::Written(last),
+                Published::Refused { code, description }
+                    if code != WRONG_LAST_SEQUENCE && code != DUPLICATE_MSG_ID =>
+                {
+                    // Refused for what the batch is (size, headers): check, then report.
+                    match self.resolve(expected, n, &msg_id, deadline).await {
+                        Verdict::NotWritten => {
+                            return fail_all(format!(
+                                "JetStream refused the batch ({code}): {description}; not written"
+                            ))
+                        }
+                        other => other,
+                    }
+                }
+                Published::Refused { code, description } => {
+                    tracing::debug!(code, %description, "batch refused; resolving");
+                    self.resolve(expected, n, &msg_id, deadline).await
+                }
+                Published::Unknown(cause) => {
+                    tracing::debug!(%cause, "batch outcome unknown; resolving");
+                    self.resolve(expected, n, &msg_id, deadline).await
+                }
+            };
+            match verdict {
+                Verdict::Written(last) => {
+                    assert_eq!(
+                        last,
+                        expected + n,
+                        "a committed batch takes consecutive sequences"
+                    );
+                    for (key, (seq, deleted)) in staged.overlay {
+                        self.versions.set(&key, Index::new(seq), deleted);
+                    }
+                    self.last = Index::new(last);
+                    self.shared.advance_durable(self.last);
+                    return staged.outcomes;
+                }
+                Verdict::NotWritten if Instant::now() < deadline => attempt += 1,
+                Verdict::NotWritten => {
+                    let cause = format!(
+                        "JetStream did not take batch {msg_id} within {:?}; not written",
+                        self.shared.config.unavailable_wait
+                    );
+                    self.shared.fail(cause.clone());
+                    return fail_all(cause);
+                }
+                Verdict::Fenced(last) => {
+                    if let Err(cause) = self.catch_up(expected + 1, last).await {
+                        self.shared.fail(cause.clone());
+                        return fail_all(cause);
+                    }
+                    if !self.lease.still_held().await {
+                        let cause = self.deposed();
+                        return fail_all(cause);
+                    }
+                    // Still ours: stage again on the updated table, as a new batch.
+                    self.batch_no += 1;
+                    attempt = 0;
+                }
+                Verdict::Lost(cause) => {
+                    self.shared.fail(cause.clone());
+                    return fail_all(cause);
+                }
+            }
+        }
+    }
+
+    fn deposed(&self) -> String {
+        let cause = format!(
+            "this appender ({}) lost the lease of stream {} to another; appends not written",
+            self.id, self.shared.config.stream
+        );
+        self.shared.fail(cause.clone());
+        cause
+    }
+
+    /// Check each transaction's conditions in order and lay out the messages of those that
+    /// hold, from sequence `expected + 1`.
+    fn stage(&self, txns: &[&PreparedTxn], expected: u64) -> Staged {
+        let mut staged = Staged::default();
+        for txn in txns {
+            let mut failed = Vec::new();
+            for c in &txn.conditions {
+                let key = c.key.to_bytes();
+                let (actual, deleted) = match staged.overlay.get(&key) {
+                    Some(&(seq, deleted)) => (Index::new(seq), deleted),
+                    None => (self.versions.get(&key), self.versions.is_deleted(&key)),
+                };
+                let holds = actual == c.expected || (c.expected == Index::ZERO && deleted);
+                if !holds {
+                    failed.push(FailedCondition {
+                        key: c.key.clone(),
+                        expected: c.expected,
+                        actual,
+                    });
+                }
+            }
+            if !failed.is_empty() {
+                staged.outcomes.push(Err(AppendError::Conflict { failed }));
+                continue;
+            }
+            for (byte, payload, key, deleted) in &txn.records {
+                let seq = expected + staged.messages.len() as u64 + 1;
+                staged
+                    .overlay
+                    .insert(payload[key.clone()].to_vec(), (seq, *deleted));
+                staged.messages.push((*byte, payload.clone()));
+            }
+            staged
+                .outcomes
+                .push(Ok(Index::new(expected + staged.messages.len() as u64)));
+        }
+        staged
+    }
+
+    /// Send one atomic batch: every message but the last without a reply, the last as a
+    /// request for the batch's ack.
+    async fn publish(
+        &self,
+        messages: &[(u8, Bytes)],
+        expected: u64,
+        msg_id: &str,
+        attempt: u32,
+    ) -> Published {
+        let client = &self.shared.client;
+        let prefix = self.shared.config.subject_prefix();
+        let batch_id = format!("{msg_id}-{attempt}");
+        let last = messages.len() - 1;
+        for (i, (byte, payload)) in messages.iter().enumerate() {
+            let mut headers = HeaderMap::new();
+            headers.insert("Nats-Batch-Id", batch_id.as_str());
+            headers.insert("Nats-Batch-Sequence", (i + 1).to_string().as_str());
+            if i == 0 {
+                headers.insert("Nats-Expected-Last-Sequence", expected.to_string().as_str());
+                headers.insert("Nats-Msg-Id", msg_id);
+            }
+            let subject = format!("{prefix}.{byte:02x}");
+            if i < last {
+                if let Err(e) = client
+                    .publish_with_headers(subject, headers, payload.clone())
+                    .await
+                {
+                    return Published::Unknown(format!("publish: {e}"));
+                }
+                continue;
+            }
+            headers.insert("Nats-Batch-Commit", "1");
+            let request = client.request_with_headers(subject, headers, payload.clone());
+            let reply = match tokio::time::timeout(self.shared.config.ack_timeout, request).await {
+                Ok(Ok(reply)) => reply,
+                Ok(Err(e)) => return Published::Unknown(format!("commit request: {e}")),
+                Err(_) => return Published::Unknown("no ack within the ack timeout".into()),
+            };
+            let published = parse_ack(&reply.payload);
+            if matches!(published, Published::Committed(_)) {
+                fail::fail_point!("jetstream::ack_lost", |_| Published::Unknown(
+                    "injected: the ack was lost".into()
+                ));
+            }
+            return published;
+        }
+        unreachable!("a batch has at least one message")
+    }
+
+    /// Find out from the stream whether the batch whose first message is `msg_id` was
+    /// written after `expected`.
+    async fn resolve(&self, expected: u64, n: u64, msg_id: &str, deadline: Instant) -> Verdict {
+        loop {
+            match self.probe(expected, n, msg_id).await {
+                Ok(verdict) => return verdict,
+                Err(e) if Instant::now() < deadline => {
+                    tracing::debug!(error = %e, "resolving a batch outcome; retrying");
+                    tokio::time::sleep(RESOLVE_PAUSE).await;
+                }
+                Err(e) => {
+                    return Verdict::Lost(format!(
+                        "outcome of batch {msg_id} unknown: the stream did not answer within {:?} ({e})",
+                        self.shared.config.unavailable_wait
+                    ))
+                }
+            }
+        }
+    }
+
+    async fn probe(&self, expected: u64, n: u64, msg_id: &str) -> Result<Verdict, String> {
+        let stream = self
+            .shared
+            .js
+            .get_stream(&self.shared.config.stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        let last = stream.cached_info().state.last_sequence;
+        if last == expected {
+            return Ok(Verdict::NotWritten);
+        }
+        if last < expected {
+            return Ok(Verdict::Lost(format!(
+                "the stream's last sequence went back from {expected} to {last}: JetStream lost \
+                 acknowledged messages"
+            )));
+        }
+        let first = stream
+            .get_raw_message(expected + 1)
+            .await
+            .map_err(|e| e.to_string())?;
+        let id = first
+            .headers
+            .get("Nats-Msg-Id")
+            .map(|v| v.as_str().to_owned());
+        if id.as_deref() == Some(msg_id) {
+            Ok(Verdict::Written(expected + n))
+        } else {
+            Ok(Verdict::Fenced(last))
+        }
+    }
+
+    /// Apply records another appender wrote (`from..=to`) to the table.
+    async fn catch_up(&mut self, from: u64, to: u64) -> Result<(), String> {
+        let msgs = fetch_range(&self.shared, from, to).await?;
+        for m in &msgs {
+            apply(&mut self.versions, m.seq, &m.payload)?;
+        }
+        self.last = Index::new(to);
+        self.shared.advance_durable(self.last);
+        Ok(())
+    }
+
+    /// Checkpoint the version table, then purge every record below `below` (never past the
+    /// durable index + 1).
+    async fn truncate(&mut self, below: Index) -> Result<Index, TruncateError> {
+        let failed = |cause: String| TruncateError::Failed { cause };
+        if let Some(cause) = self.shared.failure() {
+            return Err(failed(cause));
+        }
+        let below = below.min(self.last.next());
+        let first = self.shared.first_index();
+        if below <= first {
+            return Ok(first);
+        }
+        let store = checkpoint_store(&self.shared).await.map_err(failed)?;
+        let bytes = self.versions.encode_checkpoint(self.last);
+        store
+            .put(CHECKPOINT_OBJECT, &mut bytes.as_slice())
+            .await
+            .map_err(|e| failed(format!("write the version checkpoint: {e}")))?;
+        let stream = self
+            .shared
+            .js
+            .get_stream(&self.shared.config.stream)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        stream
+            .purge()
+            .sequence(below.get())
+            .await
+            .map_err(|e| failed(format!("purge below {below}: {e}")))?;
+        self.shared.set_first(below);
+        Ok(below)
+    }
+}
+
+#[derive(Default)]
+struct Staged {
+    messages: Vec<(u8, Bytes)>,
+    overlay: HashMap<Vec<u8>, (u64, bool)>,
+    outcomes: Vec<Result<Index, AppendError>>,
+}
+
+fn size(txns: &[PreparedTxn]) -> (usize, usize) {
+    txns.iter()
+        .fold((0, 0), |(r, b), t| (r + t.records.len(), b + t.bytes))
+}
+
+/// A JetStream publish ack: `{"stream","seq",...}` or `{"error":{"err_code","description"}}`.
+fn parse_ack(payload: &[u8]) -> Published {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(payload) else {
+        return Published::Unknown(format!(
+            "unreadable ack {:?}",
+            String::from_utf8_lossy(payload)
+        ));
+    };
+    if let Some(err) = v.get("error") {
+        return Published::Refused {
+            code: err["err_code"].as_u64().unwrap_or(0),
+            description: err["description"].as_str().unwrap_or("").to_owned(),
+        };
+    }
+    match v["seq"].as_u64() {
+        Some(seq) => Published::Committed(seq),
+        None => Published::Unknown(format!("ack without a sequence: {v}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acks_parse_into_outcomes() {
+        assert!(matches!(
+            parse_ack(br#"{"stream":"S","seq":7,"batch":"b","count":3}"#),
+            Published::Committed(7)
+        ));
+        match parse_ack(
+            br#"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"}}"#,
+        ) {
+            Published::Refused { code, description } => {
+                assert_eq!(code, WRONG_LAST_SEQUENCE);
+                assert!(description.contains("wrong last"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(parse_ack(b""), Published::Unknown(_)));
+    }
+}

@@ -1,0 +1,446 @@
+//! `JetStreamLog`: the `Log` trait over one NATS JetStream stream (docs/cluster.md).
+//!
+//! Mapping: a log index is a stream sequence (dense from 1: the stream deletes nothing but
+//! the prefix the log purges); a record is one message whose payload is the record codec of
+//! `spindle_core::record`; a group of transactions is one atomic batch. One appender per
+//! stream, elected through a KV lease, keeps the file log's version table, checks
+//! conditions, and publishes each group commit with `Nats-Expected-Last-Sequence` on its
+//! first message, so a deposed appender's batch is refused and conditions stay exact, also
+//! across truncation (the table is checkpointed to an object store before each purge).
+//!
+//! Fault model: servers may be SIGKILLed, connections drop, acks get lost. An append is
+//! acknowledged only after JetStream acknowledged its batch (quorum, and with
+//! `sync_interval: always` fsynced on each replica); an unknown outcome is resolved by
+//! reading the stream, never by guessing. All NATS I/O runs on the log's own runtime, so
+//! callers may use any executor.
+
+mod appender;
+pub mod check;
+mod read;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use parking_lot::Mutex;
+use spindle_core::{Index, Record, Transaction};
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::error::{AppendError, ReadError, TruncateError};
+
+pub use check::{ServerFacts, SERVER_VERSION_MIN};
+
+/// Where the log lives and how it behaves. Bounds carry their unit.
+#[derive(Clone, Debug)]
+pub struct JetStreamConfig {
+    /// Client URLs of the cluster's servers (`nats://host:port`).
+    pub servers: Vec<String>,
+    /// Monitoring URLs (`http://host:port`) of every server, where `/varz` proves each one
+    /// syncs writes before acknowledging them. The log refuses to open without them.
+    pub monitor_urls: Vec<String>,
+    /// The stream's name; records use subjects `spn.<stream>.r.<byte>`, the lease bucket is
+    /// `<stream>_APPENDER` and the version checkpoints live in `<stream>_VERSIONS`.
+    pub stream: String,
+    /// Replicas the stream must have (3 in production).
+    pub replicas: usize,
+    /// An appender that finds the lease held waits this long for it to expire.
+    pub lease_wait: Duration,
+    /// The lease lives this long without renewal (renewed every third of it).
+    pub lease_ttl: Duration,
+    /// How long one batch's acknowledgement is awaited before its outcome is resolved.
+    pub ack_timeout: Duration,
+    /// How long the appender keeps resolving and retrying through an unavailable cluster
+    /// before it fails (sticky) with the outcome unknown.
+    pub unavailable_wait: Duration,
+    /// Most records in one group commit (the server's batch limit caps it too).
+    pub group_commit_records_max: usize,
+    /// Most payload bytes in one group commit (one transaction may exceed it alone).
+    pub group_commit_bytes_max: usize,
+    /// Transactions queued for the appender before `append` waits.
+    pub intake_txns_max: usize,
+    /// Messages asked for in one batched direct get.
+    pub read_batch_records_max: usize,
+}
+
+impl JetStreamConfig {
+    /// Defaults for a cluster at these client and monitoring URLs.
+    pub fn new(servers: Vec<String>, monitor_urls: Vec<String>) -> Self {
+        JetStreamConfig {
+            servers,
+            monitor_urls,
+            stream: "SPINDLE".to_owned(),
+            replicas: 3,
+            lease_wait: Duration::from_secs(30),
+            lease_ttl: Duration::from_secs(10),
+            ack_timeout: Duration::from_secs(5),
+            unavailable_wait: Duration::from_secs(60),
+            group_commit_records_max: 10_000,
+            group_commit_bytes_max: 8 << 20,
+            intake_txns_max: 65_536,
+            read_batch_records_max: 1000,
+        }
+    }
+
+    fn subject_prefix(&self) -> String {
+        format!("spn.{}.r", self.stream)
+    }
+
+    fn subjects(&self) -> String {
+        format!("{}.*", self.subject_prefix())
+    }
+
+    fn lease_bucket(&self) -> String {
+        format!("{}_APPENDER", self.stream)
+    }
+
+    fn checkpoint_bucket(&self) -> String {
+        format!("{}_VERSIONS", self.stream)
+    }
+}
+
+/// Why the JetStream log could not be opened.
+#[derive(Debug, Error)]
+pub enum JetStreamError {
+    #[error("cannot connect to NATS at {servers:?}: {cause}")]
+    Connect { servers: Vec<String>, cause: String },
+    #[error("no monitoring URL given: the log must see each server's /varz to know it syncs every write")]
+    NoMonitor,
+    #[error("cannot read {url}/varz: {cause}")]
+    Monitor { url: String, cause: String },
+    /// A server does not meet the log's requirements (version, sync, limits).
+    #[error("server {url} refused: {reason}")]
+    ServerRefused { url: String, reason: String },
+    /// The stream exists but is configured in a way that breaks the log's guarantees.
+    #[error("stream {stream} refused: {reason}")]
+    StreamRefused { stream: String, reason: String },
+    #[error("the appender lease of stream {stream} is held by {holder} (waited {waited:?})")]
+    LeaseHeld {
+        stream: String,
+        holder: String,
+        waited: Duration,
+    },
+    /// The version checkpoint is missing or damaged while the stream was truncated past it.
+    #[error("version checkpoint of stream {stream}: {reason}")]
+    Checkpoint { stream: String, reason: String },
+    #[error("JetStream {op} failed: {cause}")]
+    Nats { op: &'static str, cause: String },
+    #[error("cannot start the log's runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+fn nats_err(op: &'static str) -> impl FnOnce(String) -> JetStreamError {
+    move |cause| JetStreamError::Nats { op, cause }
+}
+
+/// State the handle, the appender and readers share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub client: async_nats::Client,
+    pub js: jetstream::Context,
+    pub config: JetStreamConfig,
+    pub durable: watch::Sender<Index>,
+    pub first: AtomicU64,
+    failure: Mutex<Option<String>>,
+    watcher: Mutex<bool>,
+}
+
+impl Shared {
+    pub fn durable_index(&self) -> Index {
+        *self.durable.borrow()
+    }
+
+    pub fn advance_durable(&self, to: Index) {
+        self.durable.send_if_modified(|d| {
+            let moved = to > *d;
+            if moved {
+                *d = to;
+            }
+            moved
+        });
+    }
+
+    pub fn first_index(&self) -> Index {
+        Index::new(self.first.load(Ordering::Acquire).max(1))
+    }
+
+    pub fn set_first(&self, first: Index) {
+        self.first.fetch_max(first.get(), Ordering::AcqRel);
+    }
+
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().clone()
+    }
+
+    /// Refuse writes from now on (an unknown outcome, or this appender was deposed).
+    pub fn fail(&self, cause: String) {
+        tracing::error!(%cause, "JetStream log failed; refusing writes until reopened");
+        self.failure.lock().get_or_insert(cause);
+    }
+
+    /// A `ReadError` for a NATS failure (retryable like an I/O error).
+    pub fn read_err(&self, cause: impl std::fmt::Display) -> ReadError {
+        ReadError::Io {
+            file: PathBuf::from(format!("jetstream stream {}", self.config.stream)),
+            source: Arc::new(std::io::Error::other(cause.to_string())),
+        }
+    }
+}
+
+/// One transaction ready for the appender: its messages and conditions.
+#[derive(Debug)]
+pub(crate) struct PreparedTxn {
+    /// (subject byte, payload, key range in payload, tombstone)
+    pub records: Vec<(u8, bytes::Bytes, std::ops::Range<usize>, bool)>,
+    pub conditions: Vec<spindle_core::Condition>,
+    pub bytes: usize,
+}
+
+impl PreparedTxn {
+    fn new(txn: &Transaction) -> Result<Self, AppendError> {
+        let bytes = txn.validate()?;
+        let last = txn.writes.len() - 1;
+        let records = txn
+            .writes
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let mut payload =
+                    Vec::with_capacity(spindle_core::record::encoded_payload_len(&w.key, &w.value));
+                let key =
+                    spindle_core::record::encode_payload(i == last, &w.key, &w.value, &mut payload);
+                let byte = (w.key.hash() >> 24) as u8;
+                (byte, payload.into(), key, w.value.is_tombstone())
+            })
+            .collect();
+        Ok(PreparedTxn {
+            records,
+            conditions: txn.conditions.clone(),
+            bytes,
+        })
+    }
+}
+
+pub(crate) enum Command {
+    Append {
+        txns: Vec<PreparedTxn>,
+        reply: oneshot::Sender<Vec<Result<Index, AppendError>>>,
+    },
+    Truncate {
+        below: Index,
+        reply: oneshot::Sender<Result<Index, TruncateError>>,
+    },
+    Close {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// The log on a JetStream stream. An appender handle (`open`) holds the stream's lease and
+/// writes; a reader handle (`open_reader`) only reads and refuses appends.
+#[derive(Debug)]
+pub struct JetStreamLog {
+    shared: Arc<Shared>,
+    intake: Option<mpsc::Sender<Command>>,
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    handle: tokio::runtime::Handle,
+}
+
+impl Drop for JetStreamLog {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.lock().take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl JetStreamLog {
+    /// Open the log as its stream's appender: check every server and the stream (creating
+    /// it if absent), take the lease, rebuild the version table from the checkpoint and the
+    /// retained records, and start the group-commit task.
+    pub fn open(config: JetStreamConfig) -> Result<JetStreamLog, JetStreamError> {
+        Self::start(config, true)
+    }
+
+    /// Open a handle that reads (and waits for) the stream without taking the lease.
+    pub fn open_reader(config: JetStreamConfig) -> Result<JetStreamLog, JetStreamError> {
+        Self::start(config, false)
+    }
+
+    fn start(config: JetStreamConfig, appender: bool) -> Result<JetStreamLog, JetStreamError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("spindle-jetstream")
+            .enable_all()
+            .build()
+            .map_err(JetStreamError::Runtime)?;
+        let handle = runtime.handle().clone();
+        let opened = std::thread::scope(|s| {
+            s.spawn(|| runtime.block_on(appender::open(config, appender)))
+                .join()
+                .expect("the open task does not panic")
+        });
+        let (shared, intake) = match opened {
+            Ok(opened) => opened,
+            Err(e) => {
+                runtime.shutdown_background();
+                return Err(e);
+            }
+        };
+        Ok(JetStreamLog {
+            shared,
+            intake,
+            runtime: Mutex::new(Some(runtime)),
+            handle,
+        })
+    }
+
+    /// Append many independent transactions in one submission (each its own outcome).
+    pub async fn append_many(&self, txns: &[Transaction]) -> Vec<Result<Index, AppendError>> {
+        let mut results: Vec<Option<Result<Index, AppendError>>> = vec![None; txns.len()];
+        let mut prepared = Vec::new();
+        let mut slots = Vec::new();
+        for (i, t) in txns.iter().enumerate() {
+            match PreparedTxn::new(t) {
+                Ok(p) => {
+                    prepared.push(p);
+                    slots.push(i);
+                }
+                Err(e) => results[i] = Some(Err(e)),
+            }
+        }
+        if !prepared.is_empty() {
+            let n = prepared.len();
+            let outcomes = self
+                .submit(prepared)
+                .await
+                .unwrap_or_else(|e| vec![Err(e); n]);
+            for (slot, outcome) in slots.into_iter().zip(outcomes) {
+                results[slot] = Some(outcome);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.expect("every slot answered"))
+            .collect()
+    }
+
+    async fn submit(
+        &self,
+        txns: Vec<PreparedTxn>,
+    ) -> Result<Vec<Result<Index, AppendError>>, AppendError> {
+        let intake = self.intake.as_ref().ok_or_else(|| AppendError::Failed {
+            cause: "this JetStream log handle is a reader; appends go through the appender".into(),
+        })?;
+        if let Some(cause) = self.shared.failure() {
+            return Err(AppendError::Failed { cause });
+        }
+        let (reply, rx) = oneshot::channel();
+        intake
+            .send(Command::Append { txns, reply })
+            .await
+            .map_err(|_| AppendError::Closed)?;
+        rx.await.map_err(|_| AppendError::Closed)
+    }
+
+    /// `append` for callers without an async runtime.
+    pub fn append_blocking(&self, txn: &Transaction) -> Result<Index, AppendError> {
+        futures::executor::block_on(crate::Log::append(self, txn))
+    }
+
+    /// Why the log refuses writes, if it does.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.failure()
+    }
+
+    /// Finish queued appends, release the lease and stop. Later appends get `Closed`.
+    pub async fn close(&self) {
+        if let Some(intake) = &self.intake {
+            let (reply, rx) = oneshot::channel();
+            if intake.send(Command::Close { reply }).await.is_ok() {
+                let _ = rx.await;
+            }
+        }
+    }
+
+    /// The underlying NATS client (tests and benches use it to inspect the stream).
+    pub fn client(&self) -> async_nats::Client {
+        self.shared.client.clone()
+    }
+
+    /// Run `fut` on the log's runtime (NATS futures need it) and await it from anywhere.
+    async fn on_runtime<T: Send + 'static>(
+        &self,
+        fut: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
+        self.handle.spawn(fut).await.ok()
+    }
+}
+
+impl crate::Log for JetStreamLog {
+    async fn append(&self, txn: &Transaction) -> Result<Index, AppendError> {
+        let prepared = PreparedTxn::new(txn)?;
+        self.submit(vec![prepared])
+            .await?
+            .pop()
+            .expect("one transaction, one outcome")
+    }
+
+    async fn read(&self, from: Index, max_records: usize) -> Result<Vec<Record>, ReadError> {
+        let shared = self.shared.clone();
+        self.on_runtime(async move { read::read(&shared, from, max_records).await })
+            .await
+            .unwrap_or(Err(ReadError::Closed))
+    }
+
+    async fn wait_for(&self, index: Index) -> Result<Index, ReadError> {
+        let mut rx = self.shared.durable.subscribe();
+        if *rx.borrow() < index {
+            read::ensure_watcher(&self.shared, &self.handle);
+        }
+        let seen = rx
+            .wait_for(|d| *d >= index)
+            .await
+            .map_err(|_| ReadError::Closed)?;
+        Ok(*seen)
+    }
+
+    async fn truncate_prefix(&self, below: Index) -> Result<Index, TruncateError> {
+        let intake = self.intake.as_ref().ok_or_else(|| TruncateError::Failed {
+            cause: "this JetStream log handle is a reader; the appender truncates".into(),
+        })?;
+        let (reply, rx) = oneshot::channel();
+        intake
+            .send(Command::Truncate { below, reply })
+            .await
+            .map_err(|_| TruncateError::Closed)?;
+        rx.await.map_err(|_| TruncateError::Closed)?
+    }
+
+    fn durable_index(&self) -> Index {
+        self.shared.durable_index()
+    }
+
+    fn first_index(&self) -> Index {
+        self.shared.first_index()
+    }
+}
+
+/// Build the shared state once connected and checked.
+pub(crate) fn shared(
+    client: async_nats::Client,
+    config: JetStreamConfig,
+    first: Index,
+    durable: Index,
+) -> Arc<Shared> {
+    Arc::new(Shared {
+        js: jetstream::new(client.clone()),
+        client,
+        config,
+        durable: watch::Sender::new(durable),
+        first: AtomicU64::new(first.get()),
+        failure: Mutex::new(None),
+        watcher: Mutex::new(false),
+    })
+}

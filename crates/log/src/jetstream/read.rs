@@ -1,0 +1,284 @@
+//! Reads: batched direct gets (`$JS.API.DIRECT.GET.<stream>` with `{"seq","batch"}`),
+//! trimmed to the durable index so a reader never sees part of a transaction, and the
+//! watcher that moves the durable index when another process appends.
+//!
+//! Any replica may answer a direct get and a follower may lag: a short answer is retried,
+//! never taken for the end of the log. A gap inside an answer is corruption (the stream
+//! deletes nothing but a purged prefix).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
+use bytes::Bytes;
+use futures::StreamExt;
+use spindle_core::record::decode_payload;
+use spindle_core::{Index, Record};
+
+use super::Shared;
+use crate::error::ReadError;
+
+/// How often a read asks again when the replica that answered lags the durable index.
+const STALE_RETRIES_MAX: u32 = 200;
+const STALE_RETRY_PAUSE: Duration = Duration::from_millis(5);
+/// How long one direct get waits for its whole answer.
+const DIRECT_GET_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One stored message.
+#[derive(Debug)]
+pub(crate) struct Stored {
+    pub seq: u64,
+    pub payload: Bytes,
+}
+
+/// Up to `count` messages from the first sequence at or after `from`, in order (empty if the
+/// answering replica has none).
+pub(crate) async fn fetch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Stored>, String> {
+    let subject = format!("$JS.API.DIRECT.GET.{}", shared.config.stream);
+    let inbox = shared.client.new_inbox();
+    let mut sub = shared
+        .client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    let body = serde_json::json!({"seq": from, "batch": count}).to_string();
+    shared
+        .client
+        .publish_with_reply(subject, inbox, body.into())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    loop {
+        let msg = match tokio::time::timeout(DIRECT_GET_TIMEOUT, sub.next()).await {
+            Ok(Some(m)) => m,
+            Ok(None) => return Err("direct get subscription closed".into()),
+            Err(_) => return Err(format!("direct get from {from} timed out")),
+        };
+        if let Some(status) = msg.status {
+            match status.as_u16() {
+                204 | 404 => return Ok(out),
+                code => {
+                    return Err(format!(
+                        "direct get from {from}: status {code} {}",
+                        msg.description.unwrap_or_default()
+                    ))
+                }
+            }
+        }
+        let headers = msg.headers.unwrap_or_default();
+        let seq = headers
+            .get("Nats-Sequence")
+            .and_then(|v| v.as_str().parse::<u64>().ok())
+            .ok_or("direct get answer without Nats-Sequence")?;
+        out.push(Stored {
+            seq,
+            payload: msg.payload,
+        });
+        if out.len() >= count {
+            return Ok(out);
+        }
+    }
+}
+
+/// Every message `from..=to`, retrying while the answering replica lags.
+pub(crate) async fn fetch_range(
+    shared: &Shared,
+    from: u64,
+    to: u64,
+) -> Result<Vec<Stored>, String> {
+    let mut out: Vec<Stored> = Vec::new();
+    let mut next = from;
+    let mut tries = 0;
+    while next <= to {
+        let want = ((to - next + 1) as usize).min(shared.config.read_batch_records_max);
+        let got = match fetch(shared, next, want).await {
+            Ok(got) => got,
+            Err(e) if tries < STALE_RETRIES_MAX => {
+                tries += 1;
+                tracing::debug!(error = %e, "direct get failed; retrying");
+                tokio::time::sleep(STALE_RETRY_PAUSE * 10).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if got.is_empty() {
+            tries += 1;
+            if tries > STALE_RETRIES_MAX {
+                return Err(format!(
+                    "no replica returned sequence {next} (last is {to})"
+                ));
+            }
+            tokio::time::sleep(STALE_RETRY_PAUSE).await;
+            continue;
+        }
+        for m in got {
+            if m.seq != next {
+                return Err(format!(
+                    "expected sequence {next}, the stream returned {}",
+                    m.seq
+                ));
+            }
+            next += 1;
+            out.push(m);
+            if next > to {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn corrupt(shared: &Shared, seq: u64, reason: String) -> ReadError {
+    ReadError::Corrupt {
+        file: PathBuf::from(format!("jetstream stream {}", shared.config.stream)),
+        offset: seq,
+        reason,
+    }
+}
+
+/// `Log::read`: durable records from `from`, at least `max_records` unless the log ends
+/// first, ending on a commit record.
+pub(crate) async fn read(
+    shared: &Shared,
+    from: Index,
+    max_records: usize,
+) -> Result<Vec<Record>, ReadError> {
+    let from = from.max(Index::FIRST).get();
+    let end = shared.durable_index().get();
+    let mut out: Vec<Record> = Vec::new();
+    let mut next = from;
+    let mut stale = 0;
+    while next <= end {
+        let want = ((end - next + 1) as usize)
+            .min(shared.config.read_batch_records_max)
+            .min(
+                max_records
+                    .saturating_sub(out.len())
+                    .max(1)
+                    .saturating_add(16),
+            );
+        let got = fetch(shared, next, want)
+            .await
+            .map_err(|e| shared.read_err(e))?;
+        if got.first().is_none_or(|m| m.seq > next) {
+            let first = first_seq(shared).await.map_err(|e| shared.read_err(e))?;
+            if first > next {
+                shared.set_first(Index::new(first));
+                if out.is_empty() {
+                    return Err(ReadError::Truncated {
+                        first: Index::new(first),
+                    });
+                }
+                return Err(corrupt(
+                    shared,
+                    next,
+                    format!("purged while being read (first is now {first})"),
+                ));
+            }
+            stale += 1;
+            if stale > STALE_RETRIES_MAX {
+                return Err(shared.read_err(format!("no replica returned sequence {next}")));
+            }
+            tokio::time::sleep(STALE_RETRY_PAUSE).await;
+            continue;
+        }
+        for m in got {
+            if m.seq > end {
+                break;
+            }
+            if m.seq != next {
+                return Err(corrupt(
+                    shared,
+                    next,
+                    format!("gap: the stream returned {}", m.seq),
+                ));
+            }
+            let record = decode_payload(Index::new(m.seq), &m.payload).map_err(|e| {
+                corrupt(
+                    shared,
+                    m.seq,
+                    format!("record payload does not decode: {e:?}"),
+                )
+            })?;
+            let commit = record.commit;
+            out.push(record);
+            next += 1;
+            if out.len() >= max_records && commit {
+                return Ok(out);
+            }
+        }
+    }
+    // `end` is a commit index, so nothing is left to trim; keep the guarantee explicit.
+    while out.last().is_some_and(|r| !r.commit) {
+        out.pop();
+    }
+    Ok(out)
+}
+
+/// The stream's first sequence, from its leader.
+pub(crate) async fn first_seq(shared: &Shared) -> Result<u64, String> {
+    let stream = shared
+        .js
+        .get_stream(&shared.config.stream)
+        .await
+        .map_err(|e| e.to_string())?;
+    let state = stream.cached_info().state.clone();
+    Ok(state.first_sequence.max(1))
+}
+
+/// Start (once) the task that follows commits made by any appender: a headers-only
+/// ordered consumer; each message carrying `Nats-Batch-Commit` ends a batch, so its
+/// sequence is a commit index.
+pub(crate) fn ensure_watcher(shared: &Arc<Shared>, handle: &tokio::runtime::Handle) {
+    {
+        let mut started = shared.watcher.lock();
+        if *started {
+            return;
+        }
+        *started = true;
+    }
+    let shared = shared.clone();
+    handle.spawn(async move {
+        loop {
+            if let Err(e) = watch(&shared).await {
+                tracing::warn!(error = %e, "commit watcher stopped; restarting");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+}
+
+async fn watch(shared: &Shared) -> Result<(), String> {
+    let stream = shared
+        .js
+        .get_stream(&shared.config.stream)
+        .await
+        .map_err(|e| e.to_string())?;
+    let last = stream.cached_info().state.last_sequence;
+    // What the stream holds now is committed (batches become visible whole).
+    shared.advance_durable(Index::new(last));
+    let consumer = stream
+        .create_consumer(OrderedConfig {
+            deliver_policy: DeliverPolicy::ByStartSequence {
+                start_sequence: last + 1,
+            },
+            headers_only: true,
+            ..OrderedConfig::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+    while let Some(msg) = messages.next().await {
+        let msg = msg.map_err(|e| e.to_string())?;
+        let info = msg.info().map_err(|e| e.to_string())?;
+        let commits = msg
+            .headers
+            .as_ref()
+            .is_some_and(|h| h.get("Nats-Batch-Commit").is_some());
+        if commits {
+            shared.advance_durable(Index::new(info.stream_sequence));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,287 @@
+//! A real NATS JetStream cluster for tests: N `nats-server` processes on loopback with free
+//! ports, `sync_interval: always`, `max_payload: 8MB` and `limits.batch.max_msgs: 10000`,
+//! each in its own temp dir, with SIGKILL and restart of single servers; torn down on drop.
+//!
+//! The binary is `$SPINDLE_NATS_SERVER`, or where scripts/nats.sh installs it.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use spindle_log::jetstream::JetStreamConfig;
+
+/// The pinned version scripts/nats.sh installs.
+const NATS_SERVER_VERSION: &str = "2.15.1";
+/// How long a cluster may take to elect a JetStream meta leader.
+const READY_WAIT: Duration = Duration::from_secs(60);
+
+/// Where the nats-server binary is; panics with the fix when it is missing.
+pub fn nats_server_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("SPINDLE_NATS_SERVER") {
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_file(),
+            "SPINDLE_NATS_SERVER={} does not exist; run scripts/nats.sh",
+            p.display()
+        );
+        return p;
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .expect("HOME or XDG_CACHE_HOME is set");
+    let p = cache
+        .join("spindle")
+        .join(format!("nats-server-{NATS_SERVER_VERSION}"))
+        .join("bin/nats-server");
+    assert!(
+        p.is_file(),
+        "nats-server is not installed at {}: run scripts/nats.sh (scripts/test.sh does) or set SPINDLE_NATS_SERVER",
+        p.display()
+    );
+    p
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET http://127.0.0.1:<port><path>`: the body, or None if the server is not up.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.split_once("\r\n\r\n").map(|(_, body)| body.to_owned())
+}
+
+#[derive(Debug)]
+pub struct Node {
+    pub name: String,
+    pub client_port: u16,
+    pub http_port: u16,
+    pub conf: PathBuf,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+/// A running cluster; every server is killed when it drops.
+#[derive(Debug)]
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub nodes: Vec<Node>,
+    bin: PathBuf,
+}
+
+/// A server config line set; `sync_always: false` leaves the 2-minute default.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub sync_always: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { sync_always: true }
+    }
+}
+
+impl Cluster {
+    /// Start `n` servers (n ≥ 1; a cluster block when n > 1) and wait for a meta leader.
+    pub fn start(n: usize) -> Cluster {
+        Self::start_with(n, Options::default())
+    }
+
+    pub fn start_with(n: usize, options: Options) -> Cluster {
+        let bin = nats_server_bin();
+        let dir = tempfile::Builder::new()
+            .prefix("spindle-nats-")
+            .tempdir_in(scratch())
+            .unwrap();
+        let ports: Vec<(u16, u16, u16)> = (0..n)
+            .map(|_| (free_port(), free_port(), free_port()))
+            .collect();
+        let routes: Vec<String> = ports
+            .iter()
+            .map(|p| format!("    nats://127.0.0.1:{}", p.2))
+            .collect();
+        let mut nodes = Vec::new();
+        for (i, &(client, http, cluster)) in ports.iter().enumerate() {
+            let name = format!("n{}", i + 1);
+            let store = dir.path().join(format!("data{}", i + 1));
+            let sync = if options.sync_always {
+                "  sync_interval: always\n"
+            } else {
+                ""
+            };
+            let cluster_block = if n > 1 {
+                format!(
+                    "cluster {{\n  name: spindle\n  listen: 127.0.0.1:{cluster}\n  routes: [\n{}\n  ]\n}}\n",
+                    routes.join("\n")
+                )
+            } else {
+                String::new()
+            };
+            let conf_text = format!(
+                "max_payload: 8MB\nserver_name: {name}\nlisten: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\n\
+                 jetstream {{\n  store_dir: {}\n{sync}  limits {{\n    batch {{ max_msgs: 10000 }}\n  }}\n}}\n{cluster_block}",
+                store.display()
+            );
+            let conf = dir.path().join(format!("{name}.conf"));
+            std::fs::write(&conf, conf_text).unwrap();
+            let log = dir.path().join(format!("{name}.log"));
+            nodes.push(Node {
+                name,
+                client_port: client,
+                http_port: http,
+                conf,
+                log,
+                child: None,
+            });
+        }
+        let mut c = Cluster { dir, nodes, bin };
+        for i in 0..n {
+            c.start_node(i);
+        }
+        c.wait_ready();
+        c
+    }
+
+    fn start_node(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        assert!(node.child.is_none(), "{} is running", node.name);
+        let child = Command::new(&self.bin)
+            .arg("-c")
+            .arg(&node.conf)
+            .arg("-l")
+            .arg(&node.log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.bin.display()));
+        node.child = Some(child);
+    }
+
+    /// Wait until every running server answers and the JetStream meta group has a leader
+    /// with all of them current.
+    pub fn wait_ready(&self) {
+        let started = Instant::now();
+        loop {
+            if self.ready() {
+                return;
+            }
+            assert!(
+                started.elapsed() < READY_WAIT,
+                "the NATS cluster did not become ready within {READY_WAIT:?}; logs in {}",
+                self.dir.path().display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn ready(&self) -> bool {
+        self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
+            let Some(body) = http_get(n.http_port, "/jsz") else {
+                return false;
+            };
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&body) else {
+                return false;
+            };
+            if self.nodes.len() == 1 {
+                return v["config"].is_object();
+            }
+            // A leader, and (on the leader) every other server a current follower.
+            let meta = &v["meta_cluster"];
+            let Some(leader) = meta["leader"].as_str().filter(|l| !l.is_empty()) else {
+                return false;
+            };
+            if leader != n.name {
+                return true;
+            }
+            let running = self.nodes.iter().filter(|n| n.child.is_some()).count();
+            let current = meta["replicas"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|r| {
+                    r["current"].as_bool() == Some(true) && r["offline"].as_bool() != Some(true)
+                })
+                .count();
+            current + 1 >= running
+        })
+    }
+
+    /// SIGKILL server `i` and reap it.
+    pub fn kill(&mut self, i: usize) {
+        let mut child = self.nodes[i].child.take().expect("the server runs");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// Start server `i` again on its own store and wait for the cluster.
+    pub fn restart(&mut self, i: usize) {
+        self.start_node(i);
+        self.wait_ready();
+    }
+
+    pub fn servers(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("nats://127.0.0.1:{}", n.client_port))
+            .collect()
+    }
+
+    pub fn monitors(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("http://127.0.0.1:{}", n.http_port))
+            .collect()
+    }
+
+    /// A log config for this cluster with short bounds, on stream `stream`.
+    pub fn config(&self, stream: &str) -> JetStreamConfig {
+        let mut c = JetStreamConfig::new(self.servers(), self.monitors());
+        c.stream = stream.to_owned();
+        c.replicas = self.nodes.len().min(3);
+        c.lease_ttl = Duration::from_secs(2);
+        c.lease_wait = Duration::from_secs(10);
+        c.ack_timeout = Duration::from_secs(2);
+        c.unavailable_wait = Duration::from_secs(30);
+        c
+    }
+
+    /// The index of the node named `name`.
+    pub fn node_named(&self, name: &str) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .expect("a node of this cluster")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// Where clusters keep their stores: `$SPINDLE_TEST_SCRATCH` or the system temp dir.
+fn scratch() -> PathBuf {
+    std::env::var_os("SPINDLE_TEST_SCRATCH")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+}
