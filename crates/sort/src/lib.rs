@@ -8,6 +8,8 @@
 //! removed on drop and on error.
 //!
 //! - [`entries`]: variable-length `(key, value)` entries, for bulk loads.
+//! - [`records`]: the Sort Benchmark's 100-byte records (`spindle sort`), its checker
+//!   and generator.
 //!
 //! See `docs/sort.md` for the bucket file format, the passes and the memory budget.
 
@@ -17,3 +19,4 @@ pub mod entries;
 mod error;
 
 pub use error::SortError;
+pub mod records;
