@@ -51,14 +51,18 @@ pub enum SortError {
         record_bytes: u64,
     },
     /// The input ended before the length it had when the sort started.
-    #[error("input {path} changed during the sort: expected {expected_bytes} bytes, read {read_bytes}")]
+    #[error(
+        "input {path} changed during the sort: expected {expected_bytes} bytes, read {read_bytes}"
+    )]
     InputChanged {
         path: PathBuf,
         expected_bytes: u64,
         read_bytes: u64,
     },
     /// Splitting an oversized bucket made no progress (its keys defeat the sampler).
-    #[error("bucket of {bytes} bytes could not be split below the memory budget after {depth} splits")]
+    #[error(
+        "bucket of {bytes} bytes could not be split below the memory budget after {depth} splits"
+    )]
     SplitStalled { bytes: u64, depth: u32 },
     /// A stage stopped because another one failed; replaced by that stage's error before
     /// it reaches the caller.

@@ -157,7 +157,10 @@ pub fn sort_file(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut guard = OutputGuard {
         tmp: out_dir.join(format!(".{name}.spindle-sort-{}", std::process::id())),
         done: false,
@@ -179,9 +182,21 @@ pub fn sort_file(
     };
     match plan.mode {
         Mode::InMemory => {
-            emit(&[whole], &guard.tmp, &plan, opts, 1, needed_bytes, progress, &mut phases)?;
+            emit(
+                &[whole],
+                &guard.tmp,
+                &plan,
+                opts,
+                1,
+                needed_bytes,
+                progress,
+                &mut phases,
+            )?;
         }
-        Mode::External { ranges, stage_bytes } => {
+        Mode::External {
+            ranges,
+            stage_bytes,
+        } => {
             let tmp_parent = opts.tmp_dir.clone().unwrap_or(out_dir);
             let tmp = tempfile::Builder::new()
                 .prefix(".spindle-sort-")
@@ -219,7 +234,16 @@ pub fn sort_file(
                     presorted: b.presorted,
                 })
                 .collect();
-            emit(&tasks, &guard.tmp, &plan, opts, 2, needed_bytes, progress, &mut phases)?;
+            emit(
+                &tasks,
+                &guard.tmp,
+                &plan,
+                opts,
+                2,
+                needed_bytes,
+                progress,
+                &mut phases,
+            )?;
             drop(tmp);
         }
     }
@@ -256,7 +280,8 @@ fn split_oversized(
         };
         d.first_file = *next_file;
         d.depth = b.depth + 1;
-        d.ranges = (b.bytes.div_ceil(plan.arena_bytes as u64 * 6 / 10) as usize).clamp(2, ranges.max(2));
+        d.ranges =
+            (b.bytes.div_ceil(plan.arena_bytes as u64 * 6 / 10) as usize).clamp(2, ranges.max(2));
         *next_file += 2 * d.ranges + 1;
         let task = ReadTask {
             path: b.path.clone(),
@@ -287,14 +312,21 @@ fn emit(
     let total: u64 = tasks.iter().map(|t| t.bytes).sum();
     let stop = AtomicBool::new(false);
     let (read_p, mut read_c) = stages::read_ring("sort-arena", arenas, plan.arena_bytes);
-    let (mut write_p, write_c) = stages::write_ring("sort-output", plan::RING_SLOTS, plan.chunk_bytes);
+    let (mut write_p, write_c) =
+        stages::write_ring("sort-output", plan::RING_SLOTS, plan.chunk_bytes);
     let targets = [output.to_path_buf()];
     let in_memory = arenas == 1;
     let arena_records = plan.arena_bytes / RECORD_BYTES;
-    let (mut items, mut scratch) = (Vec::with_capacity(arena_records), Vec::with_capacity(arena_records));
+    let (mut items, mut scratch) = (
+        Vec::with_capacity(arena_records),
+        Vec::with_capacity(arena_records),
+    );
     let (main, read, write) = std::thread::scope(|scope| {
-        let reader = scope.spawn(|| stages::read_files(read_p, tasks, plan.chunk_bytes, opts.direct, &stop));
-        let writer = scope.spawn(|| stages::write_files(write_c, &targets, opts.direct, true, needed_bytes, &stop));
+        let reader =
+            scope.spawn(|| stages::read_files(read_p, tasks, plan.chunk_bytes, opts.direct, &stop));
+        let writer = scope.spawn(|| {
+            stages::write_files(write_c, &targets, opts.direct, true, needed_bytes, &stop)
+        });
         let main = (|| {
             let mut out = Stage::default();
             let mut done = 0u64;
@@ -319,12 +351,21 @@ fn emit(
                     }
                     for &w in &items {
                         let i = w as u32 as usize * RECORD_BYTES;
-                        out.push(&mut write_p, 0, plan.chunk_bytes, &arena[i..i + RECORD_BYTES]);
+                        out.push(
+                            &mut write_p,
+                            0,
+                            plan.chunk_bytes,
+                            &arena[i..i + RECORD_BYTES],
+                        );
                     }
                 });
                 drop(batch);
                 progress(Progress {
-                    phase: if in_memory { "sort in memory" } else { "pass 2: read, sort, write" },
+                    phase: if in_memory {
+                        "sort in memory"
+                    } else {
+                        "pass 2: read, sort, write"
+                    },
                     done_bytes: done,
                     total_bytes: total,
                 });
@@ -340,13 +381,24 @@ fn emit(
         }
         drop(read_c);
         drop(write_p);
-        (main, reader.join().expect("reader thread"), writer.join().expect("writer thread"))
+        (
+            main,
+            reader.join().expect("reader thread"),
+            writer.join().expect("writer thread"),
+        )
     });
     split::first_error(main, read, write)?;
     if total == 0 {
         // Nothing went through the writer: the empty output still has to exist.
         std::fs::File::create(output).map_err(|e| SortError::write(output, needed_bytes, e))?;
     }
-    phases.end(if in_memory { "write" } else { "pass 2: read, sort, write" }, total);
+    phases.end(
+        if in_memory {
+            "write"
+        } else {
+            "pass 2: read, sort, write"
+        },
+        total,
+    );
     Ok(())
 }

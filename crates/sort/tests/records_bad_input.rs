@@ -34,9 +34,17 @@ fn bad_length_missing_input_and_tiny_memory() {
     std::fs::write(&inp, vec![7u8; 250]).unwrap();
     let e = sort_file(&inp, &out, &opts(64 << 20), &mut |_| {}).unwrap_err();
     assert!(matches!(e, SortError::BadLength { bytes: 250, .. }), "{e}");
-    assert!(e.to_string().contains("not a multiple of the 100-byte record"));
+    assert!(e
+        .to_string()
+        .contains("not a multiple of the 100-byte record"));
 
-    let e = sort_file(&dir.path().join("absent"), &out, &opts(64 << 20), &mut |_| {}).unwrap_err();
+    let e = sort_file(
+        &dir.path().join("absent"),
+        &out,
+        &opts(64 << 20),
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(matches!(e, SortError::Input { .. }), "{e}");
 
     std::fs::write(&inp, vec![7u8; 1000]).unwrap();
@@ -65,7 +73,16 @@ fn full_disk_removes_temporary_files_and_says_how_much_space() {
         return;
     }
     let inp = base.path().join("in");
-    generate(&inp, &GenOptions { records: 40_000, ascii: false, skew: false, seed: 9 }).unwrap();
+    generate(
+        &inp,
+        &GenOptions {
+            records: 40_000,
+            ascii: false,
+            skew: false,
+            seed: 9,
+        },
+    )
+    .unwrap();
     let out = small.join("out");
     // Larger than memory: the buckets and the output do not both fit in 3 MiB.
     let result = sort_file(&inp, &out, &opts(1 << 20), &mut |_| {});

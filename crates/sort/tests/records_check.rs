@@ -9,14 +9,31 @@ use spindle_sort::records::{sort_file, RecordSortOptions, RECORD_BYTES};
 fn sorted_output_matches_input_and_changes_are_caught() {
     let dir = tempfile::tempdir().unwrap();
     let (inp, out) = (dir.path().join("in"), dir.path().join("out"));
-    generate(&inp, &GenOptions { records: 10_000, ascii: true, skew: true, seed: 11 }).unwrap();
+    generate(
+        &inp,
+        &GenOptions {
+            records: 10_000,
+            ascii: true,
+            skew: true,
+            seed: 11,
+        },
+    )
+    .unwrap();
     let before = check_file(&inp).unwrap();
     assert!(!before.is_sorted(), "random input should not be sorted");
-    let opts = RecordSortOptions { memory_bytes: 1 << 20, tmp_dir: None, threads: 2, direct: false };
+    let opts = RecordSortOptions {
+        memory_bytes: 1 << 20,
+        tmp_dir: None,
+        threads: 2,
+        direct: false,
+    };
     sort_file(&inp, &out, &opts, &mut |_| {}).unwrap();
     let after = check_file(&out).unwrap();
     assert!(after.is_sorted());
-    assert_eq!((after.records, after.checksum), (before.records, before.checksum));
+    assert_eq!(
+        (after.records, after.checksum),
+        (before.records, before.checksum)
+    );
     assert!(after.duplicate_keys > 0, "skewed input has repeated keys");
 
     // One changed byte outside the key: still sorted, different checksum.

@@ -9,9 +9,16 @@ use std::path::Path;
 use proptest::prelude::*;
 use spindle_sort::records::check::check_file;
 use spindle_sort::records::gen::{generate, GenOptions};
-use spindle_sort::records::{sort_file, RecordSortOptions, RecordSortReport, KEY_BYTES, RECORD_BYTES};
+use spindle_sort::records::{
+    sort_file, RecordSortOptions, RecordSortReport, KEY_BYTES, RECORD_BYTES,
+};
 
-fn sort(dir: &Path, input: &[u8], memory_bytes: u64, threads: usize) -> (Vec<u8>, RecordSortReport) {
+fn sort(
+    dir: &Path,
+    input: &[u8],
+    memory_bytes: u64,
+    threads: usize,
+) -> (Vec<u8>, RecordSortReport) {
     let (inp, out) = (dir.join("in"), dir.join("out"));
     std::fs::write(&inp, input).unwrap();
     let opts = RecordSortOptions {
@@ -22,7 +29,10 @@ fn sort(dir: &Path, input: &[u8], memory_bytes: u64, threads: usize) -> (Vec<u8>
     };
     let report = sort_file(&inp, &out, &opts, &mut |_| {}).unwrap();
     let sorted = std::fs::read(&out).unwrap();
-    let mut names: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     names.sort();
     assert_eq!(names, ["in", "out"], "temporary files left");
     (sorted, report)
@@ -32,7 +42,10 @@ fn sort(dir: &Path, input: &[u8], memory_bytes: u64, threads: usize) -> (Vec<u8>
 fn assert_sorted_permutation(input: &[u8], out: &[u8]) {
     assert_eq!(input.len(), out.len());
     let keys: Vec<&[u8]> = out.chunks(RECORD_BYTES).map(|r| &r[..KEY_BYTES]).collect();
-    assert!(keys.windows(2).all(|w| w[0] <= w[1]), "output not sorted by key");
+    assert!(
+        keys.windows(2).all(|w| w[0] <= w[1]),
+        "output not sorted by key"
+    );
     let mut a: Vec<&[u8]> = input.chunks(RECORD_BYTES).collect();
     let mut b: Vec<&[u8]> = out.chunks(RECORD_BYTES).collect();
     a.sort();
@@ -42,7 +55,16 @@ fn assert_sorted_permutation(input: &[u8], out: &[u8]) {
 
 fn generated(dir: &Path, records: u64, ascii: bool, skew: bool, seed: u64) -> Vec<u8> {
     let p = dir.join("gen");
-    generate(&p, &GenOptions { records, ascii, skew, seed }).unwrap();
+    generate(
+        &p,
+        &GenOptions {
+            records,
+            ascii,
+            skew,
+            seed,
+        },
+    )
+    .unwrap();
     let bytes = std::fs::read(&p).unwrap();
     std::fs::remove_file(&p).unwrap();
     bytes
@@ -90,7 +112,10 @@ fn all_keys_equal_larger_than_memory() {
     }
     let (out, report) = sort(dir.path(), &input, 1 << 20, 2);
     assert_sorted_permutation(&input, &out);
-    assert_eq!(report.passes, 2, "one-key buckets are copied, never split: {report:?}");
+    assert_eq!(
+        report.passes, 2,
+        "one-key buckets are copied, never split: {report:?}"
+    );
 }
 
 #[test]
@@ -106,7 +131,12 @@ fn narrow_key_range_larger_than_memory() {
     }
     let (out, report) = sort(dir.path(), &input, 1 << 20, 2);
     assert_sorted_permutation(&input, &out);
-    assert_eq!(check_file(&dir.path().join("out")).unwrap().first_unsorted_offset, None);
+    assert_eq!(
+        check_file(&dir.path().join("out"))
+            .unwrap()
+            .first_unsorted_offset,
+        None
+    );
     assert!(report.buckets > 8, "{report:?}");
 }
 

@@ -107,7 +107,8 @@ impl WriteFile {
     }
 
     pub(crate) fn write_at(&self, bytes: &[u8], offset: u64) -> std::io::Result<()> {
-        let aligned = bytes.len() % ALIGN_BYTES == 0 && offset % ALIGN_BYTES as u64 == 0;
+        let aligned =
+            bytes.len().is_multiple_of(ALIGN_BYTES) && offset.is_multiple_of(ALIGN_BYTES as u64);
         match (&self.tail, self.direct && !aligned) {
             (Some(tail), true) => tail.write_all_at(bytes, offset),
             _ => self.file.write_all_at(bytes, offset),
@@ -131,7 +132,7 @@ mod tests {
         for capacity in [1, 100, 4096, 5000, 1 << 20] {
             let mut buf = AlignedBuf::new(capacity);
             assert_eq!(buf.as_slice().as_ptr() as usize % ALIGN_BYTES, 0);
-            assert!(buf.capacity() >= capacity && buf.capacity() % ALIGN_BYTES == 0);
+            assert!(buf.capacity() >= capacity && buf.capacity().is_multiple_of(ALIGN_BYTES));
             assert_eq!(buf.as_mut_slice().len(), buf.capacity());
         }
     }

@@ -36,10 +36,7 @@ pub fn check_file(path: &Path) -> Result<CheckReport, SortError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let bytes = file
-        .metadata()
-        .map_err(|e| SortError::read(path, e))?
-        .len();
+    let bytes = file.metadata().map_err(|e| SortError::read(path, e))?.len();
     if bytes % RECORD_BYTES as u64 != 0 {
         return Err(SortError::BadLength {
             path: path.to_path_buf(),
@@ -57,7 +54,9 @@ pub fn check_file(path: &Path) -> Result<CheckReport, SortError> {
     let mut buf = vec![0u8; CHECK_BUFFER_BYTES / RECORD_BYTES * RECORD_BYTES];
     let mut filled = 0;
     loop {
-        let n = file.read(&mut buf[filled..]).map_err(|e| SortError::read(path, e))?;
+        let n = file
+            .read(&mut buf[filled..])
+            .map_err(|e| SortError::read(path, e))?;
         filled += n;
         let whole = filled / RECORD_BYTES * RECORD_BYTES;
         for record in buf[..whole].chunks_exact(RECORD_BYTES) {
@@ -70,7 +69,9 @@ pub fn check_file(path: &Path) -> Result<CheckReport, SortError> {
                 }
             }
             prev = Some(key);
-            report.checksum = report.checksum.wrapping_add(u128::from(crc32c::crc32c(record)));
+            report.checksum = report
+                .checksum
+                .wrapping_add(u128::from(crc32c::crc32c(record)));
             report.records += 1;
         }
         buf.copy_within(whole..filled, 0);

@@ -36,7 +36,13 @@ impl Rng {
 
 fn key(rng: &mut Rng, ascii: bool, skew: bool) -> [u8; KEY_BYTES] {
     let mut key = [0u8; KEY_BYTES];
-    let byte = |v: u64| if ascii { b' ' + (v % 95) as u8 } else { v as u8 };
+    let byte = |v: u64| {
+        if ascii {
+            b' ' + (v % 95) as u8
+        } else {
+            v as u8
+        }
+    };
     let (a, b) = (rng.next(), rng.next());
     for (i, k) in key.iter_mut().enumerate() {
         *k = byte(if i < 8 { a >> (8 * i) } else { b >> (8 * i) });
@@ -83,8 +89,12 @@ pub fn generate(path: &Path, opts: &GenOptions) -> Result<(), SortError> {
     let mut buf = [0u8; RECORD_BYTES];
     for n in 0..opts.records {
         record(&mut buf, &mut rng, n, opts);
-        w.write_all(&buf).map_err(|e| SortError::write(path, needed, e))?;
+        w.write_all(&buf)
+            .map_err(|e| SortError::write(path, needed, e))?;
     }
-    let file = w.into_inner().map_err(|e| SortError::write(path, needed, e.into_error()))?;
-    file.sync_all().map_err(|e| SortError::write(path, needed, e))
+    let file = w
+        .into_inner()
+        .map_err(|e| SortError::write(path, needed, e.into_error()))?;
+    file.sync_all()
+        .map_err(|e| SortError::write(path, needed, e))
 }

@@ -67,7 +67,8 @@ pub(crate) fn plan(input_bytes: u64, memory_bytes: u64) -> Result<Plan, SortErro
             min_bytes: RECORD_MEMORY_MIN_BYTES,
         });
     }
-    let chunk_bytes = ((memory_bytes / 64) as usize).clamp(CHUNK_MIN_BYTES, CHUNK_MAX_BYTES) / ALIGN_BYTES
+    let chunk_bytes = ((memory_bytes / 64) as usize).clamp(CHUNK_MIN_BYTES, CHUNK_MAX_BYTES)
+        / ALIGN_BYTES
         * ALIGN_BYTES;
     let rings = (2 * RING_SLOTS * chunk_bytes) as u64;
     let whole = memory_bytes - rings;
@@ -90,7 +91,8 @@ pub(crate) fn plan(input_bytes: u64, memory_bytes: u64) -> Result<Plan, SortErro
     while ranges > 1 && !fits(ranges) {
         ranges -= 1;
     }
-    let stage_bytes = (stages_budget / (2 * ranges + 1 + RING_SLOTS)).min(CHUNK_MAX_BYTES) / ALIGN_BYTES
+    let stage_bytes = (stages_budget / (2 * ranges + 1 + RING_SLOTS)).min(CHUNK_MAX_BYTES)
+        / ALIGN_BYTES
         * ALIGN_BYTES;
     Ok(Plan {
         chunk_bytes,
@@ -112,9 +114,13 @@ mod tests {
         let index = |arena: usize| arena as u64 / RECORD_BYTES as u64 * INDEX_BYTES_PER_RECORD;
         match p.mode {
             Mode::InMemory => rings + p.arena_bytes as u64 + index(input_bytes as usize),
-            Mode::External { ranges, stage_bytes } => {
+            Mode::External {
+                ranges,
+                stage_bytes,
+            } => {
                 let pass1 = rings + ((2 * ranges + 1 + RING_SLOTS) * stage_bytes) as u64;
-                let pass2 = (RING_SLOTS * p.chunk_bytes) as u64 + 2 * (p.arena_bytes as u64 + index(p.arena_bytes));
+                let pass2 = (RING_SLOTS * p.chunk_bytes) as u64
+                    + 2 * (p.arena_bytes as u64 + index(p.arena_bytes));
                 pass1.max(pass2)
             }
         }
@@ -122,14 +128,29 @@ mod tests {
 
     #[test]
     fn plans_stay_within_the_budget() {
-        for memory in [1u64 << 20, 3 << 20, 64 << 20, 128 << 20, 512 << 20, 1 << 30, 4 << 30] {
+        for memory in [
+            1u64 << 20,
+            3 << 20,
+            64 << 20,
+            128 << 20,
+            512 << 20,
+            1 << 30,
+            4 << 30,
+        ] {
             for input in [0u64, 100, 1 << 20, 100 << 20, 1 << 30, 4 << 30, 100 << 30] {
                 let input = input / 100 * 100;
                 let p = plan(input, memory).unwrap();
-                assert!(peak_bytes(&p, input) <= memory, "{p:?} for {input} in {memory}");
+                assert!(
+                    peak_bytes(&p, input) <= memory,
+                    "{p:?} for {input} in {memory}"
+                );
                 assert_eq!(p.chunk_bytes % ALIGN_BYTES, 0);
                 assert_eq!(p.arena_bytes % ALIGN_BYTES, 0);
-                if let Mode::External { stage_bytes, ranges } = p.mode {
+                if let Mode::External {
+                    stage_bytes,
+                    ranges,
+                } = p.mode
+                {
                     assert!(stage_bytes >= ALIGN_BYTES && stage_bytes % ALIGN_BYTES == 0);
                     assert!(ranges >= 1);
                     assert!(input > p.arena_bytes as u64 / 2);

@@ -59,6 +59,9 @@ mod tests {
     fn parses_the_kernel_format() {
         let text = "rchar: 10\nwchar: 20\nsyscr: 1\nsyscw: 2\nread_bytes: 4096\nwrite_bytes: 8192\ncancelled_write_bytes: 0\n";
         let c = IoCounters::parse(text);
-        assert_eq!((c.rchar, c.wchar, c.read_bytes, c.write_bytes), (10, 20, 4096, 8192));
+        assert_eq!(
+            (c.rchar, c.wchar, c.read_bytes, c.write_bytes),
+            (10, 20, 4096, 8192)
+        );
     }
 }

@@ -113,7 +113,7 @@ fn lsd(data: &mut [u128], spare: &mut [u128]) {
         for &w in src {
             counts[digit(w, d)] += 1;
         }
-        if counts.iter().any(|&c| c == src.len()) {
+        if counts.contains(&src.len()) {
             continue;
         }
         let mut next = [0usize; 256];
@@ -148,7 +148,9 @@ mod tests {
     fn sorts_by_key_bytes_on_any_thread_count() {
         let mut seed = 7u64;
         let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) as u8
         };
         let mut arena = Vec::new();
@@ -159,7 +161,10 @@ mod tests {
             }
             arena.extend(record(key));
         }
-        let mut expected: Vec<Vec<u8>> = arena.chunks(RECORD_BYTES).map(|r| r[..KEY_BYTES].to_vec()).collect();
+        let mut expected: Vec<Vec<u8>> = arena
+            .chunks(RECORD_BYTES)
+            .map(|r| r[..KEY_BYTES].to_vec())
+            .collect();
         expected.sort();
         for threads in [1, 2, 3, 8] {
             let (mut items, mut scratch) = (Vec::new(), Vec::new());

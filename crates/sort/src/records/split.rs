@@ -20,7 +20,9 @@ const SAMPLE_PER_RANGE: u64 = 128;
 /// Keys of about `count` records read in blocks spread evenly over the file.
 pub(crate) fn sample_keys(path: &Path, bytes: u64, ranges: usize) -> Result<Vec<u128>, SortError> {
     let records = bytes / RECORD_BYTES as u64;
-    let want = (ranges as u64 * SAMPLE_PER_RANGE).clamp(1024, 1 << 20).min(records);
+    let want = (ranges as u64 * SAMPLE_PER_RANGE)
+        .clamp(1024, 1 << 20)
+        .min(records);
     let blocks = want.div_ceil(SAMPLE_BLOCK_RECORDS).max(1);
     let file = File::open(path).map_err(|e| SortError::read(path, e))?;
     let mut keys = Vec::with_capacity(want as usize);
@@ -60,14 +62,16 @@ impl Router {
             if splitters.last() == Some(&key) {
                 continue;
             }
-            let count = sample.partition_point(|&k| k <= key) - sample.partition_point(|&k| k < key);
+            let count =
+                sample.partition_point(|&k| k <= key) - sample.partition_point(|&k| k < key);
             splitters.push(key);
             heavy.push(count >= heavy_min);
         }
         if splitters.is_empty() && n > 0 {
             // One range asked for: still give a heavy key its own bucket.
             let key = sample[n / 2];
-            let count = sample.partition_point(|&k| k <= key) - sample.partition_point(|&k| k < key);
+            let count =
+                sample.partition_point(|&k| k <= key) - sample.partition_point(|&k| k < key);
             if count >= heavy_min {
                 splitters.push(key);
                 heavy.push(true);
@@ -134,19 +138,35 @@ pub(crate) fn distribute(
     opts: &DistributeOpts<'_>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Vec<Bucket>, SortError> {
-    let router = Router::from_sample(sample_keys(&input.path, input.bytes, opts.ranges)?, opts.ranges);
+    let router = Router::from_sample(
+        sample_keys(&input.path, input.bytes, opts.ranges)?,
+        opts.ranges,
+    );
     let targets: Vec<PathBuf> = (0..router.buckets())
         .map(|i| stages::bucket_path(opts.tmp_dir, opts.first_file + i))
         .collect();
     let stop = AtomicBool::new(false);
-    let (read_p, mut read_c) = stages::read_ring("sort-read", super::plan::RING_SLOTS, opts.chunk_bytes);
-    let (mut write_p, write_c) = stages::write_ring("sort-bucket-write", super::plan::RING_SLOTS, opts.stage_bytes);
+    let (read_p, mut read_c) =
+        stages::read_ring("sort-read", super::plan::RING_SLOTS, opts.chunk_bytes);
+    let (mut write_p, write_c) = stages::write_ring(
+        "sort-bucket-write",
+        super::plan::RING_SLOTS,
+        opts.stage_bytes,
+    );
     let mut stages_: Vec<Stage> = (0..router.buckets()).map(|_| Stage::default()).collect();
     let tasks = [input.clone()];
     let (main, read, write) = std::thread::scope(|scope| {
-        let reader = scope.spawn(|| stages::read_files(read_p, &tasks, opts.chunk_bytes, opts.direct, &stop));
+        let reader = scope
+            .spawn(|| stages::read_files(read_p, &tasks, opts.chunk_bytes, opts.direct, &stop));
         let writer = scope.spawn(|| {
-            stages::write_files(write_c, &targets, opts.direct, false, opts.needed_bytes, &stop)
+            stages::write_files(
+                write_c,
+                &targets,
+                opts.direct,
+                false,
+                opts.needed_bytes,
+                &stop,
+            )
         });
         let main = (|| {
             let mut carry = [0u8; RECORD_BYTES];
@@ -199,7 +219,11 @@ pub(crate) fn distribute(
         }
         drop(read_c);
         drop(write_p);
-        (main, reader.join().expect("reader thread"), writer.join().expect("writer thread"))
+        (
+            main,
+            reader.join().expect("reader thread"),
+            writer.join().expect("writer thread"),
+        )
     });
     first_error(main, read, write)?;
     Ok(stages_

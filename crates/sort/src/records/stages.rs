@@ -71,7 +71,8 @@ pub(crate) fn read_files(
                 let buf = piece.buf.as_mut_slice();
                 while piece.len < want {
                     let end = (piece.len + io_bytes).min(buf.len());
-                    let n = read_full_at(&file, &mut buf[piece.len..end], offset + piece.len as u64)?;
+                    let n =
+                        read_full_at(&file, &mut buf[piece.len..end], offset + piece.len as u64)?;
                     if n == 0 {
                         break;
                     }
@@ -152,7 +153,8 @@ pub(crate) fn write_files(
         if sync {
             for (file, path) in files.iter().zip(targets) {
                 if let Some(file) = file {
-                    file.sync().map_err(|e| SortError::write(path, needed_bytes, e))?;
+                    file.sync()
+                        .map_err(|e| SortError::write(path, needed_bytes, e))?;
                 }
             }
         }
