@@ -153,6 +153,18 @@ pub fn sort_file(
         });
     }
     let plan = plan::plan(input_bytes, opts.memory_bytes)?;
+    sort_with_plan(input, output, input_bytes, plan, opts, progress)
+}
+
+/// The sort after validation and planning (tests shrink the plan's arenas to force splits).
+fn sort_with_plan(
+    input: &Path,
+    output: &Path,
+    input_bytes: u64,
+    plan: Plan,
+    opts: &RecordSortOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<RecordSortReport, SortError> {
     let out_dir = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -401,4 +413,43 @@ fn emit(
         total,
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oversized_buckets_are_split_before_pass_two() {
+        let dir = tempfile::tempdir().unwrap();
+        let (inp, out) = (dir.path().join("in"), dir.path().join("out"));
+        let g = gen::GenOptions {
+            records: 60_000,
+            ascii: false,
+            skew: false,
+            seed: 8,
+        };
+        gen::generate(&inp, &g).unwrap();
+        let bytes = 60_000 * RECORD_BYTES as u64;
+        let mut p = plan::plan(bytes, 1 << 20).unwrap();
+        // Buckets were planned for arenas 8x larger than the ones pass two will have.
+        p.arena_bytes = p.arena_bytes / 8 / aligned::ALIGN_BYTES * aligned::ALIGN_BYTES;
+        let opts = RecordSortOptions {
+            memory_bytes: 1 << 20,
+            tmp_dir: None,
+            threads: 2,
+            direct: false,
+        };
+        let report = sort_with_plan(&inp, &out, bytes, p, &opts, &mut |_| {}).unwrap();
+        assert!(report.splits > 0 && report.passes >= 3, "{report:?}");
+        let before = check::check_file(&inp).unwrap();
+        let after = check::check_file(&out).unwrap();
+        assert!(after.is_sorted());
+        assert_eq!(
+            (after.records, after.checksum),
+            (before.records, before.checksum)
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 2, "temporary files left");
+    }
 }
