@@ -9,3 +9,4 @@ pub mod log;
 pub mod report;
 pub mod ring;
 pub mod serve_child;
+pub mod sort;

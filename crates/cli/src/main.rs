@@ -7,6 +7,7 @@ mod inspect_chunks;
 mod load;
 mod ride;
 mod serve;
+mod sort;
 mod status;
 mod torture;
 
@@ -49,6 +50,10 @@ enum Command {
         #[command(subcommand)]
         scenario: Scenario,
     },
+    /// Sort a file of 100-byte records (Sort Benchmark format) in bounded memory, or --check one.
+    Sort(sort::SortArgs),
+    /// Write Sort Benchmark records (binary or --ascii, optionally --skew) for `spindle sort`.
+    GenRecords(sort::GenRecordsArgs),
     /// Crash trials: drive a `spindle serve` child, SIGKILL it at random, restart, verify.
     Torture(torture::Args),
     /// Verify a log directory offline: segments, index ranges, torn tail, corruption.
@@ -73,6 +78,8 @@ enum Scenario {
     Iterate(spindle_bench::iterate::Args),
     /// Carousel against dedicated iterators: 1 and 5 rider processes over gRPC on a cold view.
     Carousel(spindle_bench::carousel::Args),
+    /// External sort: `spindle sort` against GNU sort and the device's 2R+2W copy time.
+    Sort(spindle_bench::sort::Args),
 }
 
 fn main() -> ExitCode {
@@ -95,6 +102,7 @@ fn main() -> ExitCode {
             Scenario::Carousel(args) => {
                 spindle_bench::carousel::run(&args).map(|()| ExitCode::SUCCESS)
             }
+            Scenario::Sort(args) => spindle_bench::sort::run(&args).map(|()| ExitCode::SUCCESS),
         },
         Command::Inspect { dir, json } => inspect::run(&dir, json),
         Command::Serve(args) => serve::run(&args),
@@ -103,6 +111,8 @@ fn main() -> ExitCode {
         Command::Gen(args) => load::gen(&args),
         Command::Status(args) => status::run(&args),
         Command::Torture(args) => torture::run(&args),
+        Command::Sort(args) => sort::run(&args),
+        Command::GenRecords(args) => sort::gen_records(&args),
     };
     match result {
         Ok(code) => code,
