@@ -54,7 +54,8 @@ impl VolumeFile {
     /// header, and BLAKE3 of the data against `id` (`verify_id`) or else the data CRC; any
     /// mismatch is `Corrupt`, never wrong bytes.
     ///
-    /// The data is read first, then the header, whose page that read has just brought in: one
+    /// The data is read first, straight into the returned vector's uninitialised capacity (no
+    /// zeroing, with `StdFs`), then the header, whose page that read has just brought in: one
     /// I/O on a cold cache unless the header straddles a page boundary.
     pub fn read_chunk(
         &self,
@@ -69,12 +70,12 @@ impl VolumeFile {
             reason,
         };
         let data_offset = offset + RECORD_HEADER_LEN;
-        let mut data = vec![0u8; len as usize];
+        let mut data = Vec::new();
         let n = self
             .file
-            .read_at(&mut data, data_offset)
+            .read_append_at(&mut data, len as usize, data_offset)
             .map_err(|e| ChunkError::io("read volume", &self.path, e))?;
-        if n < data.len() {
+        if n < len as usize {
             return Err(corrupt(format!(
                 "volume ends {n} bytes into a {len}-byte chunk"
             )));

@@ -23,6 +23,16 @@ pub use sim::{CutReport, SimFs};
 pub trait FsFile: Send + Sync + Debug {
     /// Read up to `buf.len()` bytes at `offset`; fewer only at the end of the file.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Read up to `len` bytes at `offset` onto the end of `out`; fewer only at the end of the
+    /// file. Returns the bytes read. (`StdFs` reads into the vector's spare capacity without
+    /// zeroing it first: chunk gets of large chunks.)
+    fn read_append_at(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<usize> {
+        let start = out.len();
+        out.resize(start + len, 0);
+        let n = self.read_at(&mut out[start..], offset)?;
+        out.truncate(start + n);
+        Ok(n)
+    }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Write `bufs` one after the other from `offset` (one system call where the platform
     /// has one; not atomic either way).
@@ -114,6 +124,23 @@ impl FsFile for StdFile {
             }
         }
         Ok(filled)
+    }
+
+    fn read_append_at(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<usize> {
+        let start = out.len();
+        out.reserve_exact(len);
+        while out.len() < start + len {
+            let at = offset + (out.len() - start) as u64;
+            match rustix::io::pread(&self.file, rustix::buffer::spare_capacity(out), at) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // The spare capacity may be larger than asked for.
+        out.truncate(start + len);
+        Ok(out.len() - start)
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
