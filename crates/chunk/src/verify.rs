@@ -112,7 +112,7 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
 
 /// `verify_store` on the file system `fs`.
 pub fn verify_store_in(fs: &dyn Fs, dir: &Path) -> Result<VerifyReport> {
-    if fs.open(&dir.join(format::MARKER_FILE)).is_err() {
+    if fs.open_read(&dir.join(format::MARKER_FILE)).is_err() {
         return Err(ChunkError::Format {
             path: dir.to_owned(),
             reason: format!("no {} file", format::MARKER_FILE),

@@ -31,7 +31,7 @@ impl VolumeFile {
     /// Open an existing volume for reading.
     pub fn open(fs: &dyn Fs, path: PathBuf) -> Result<Self> {
         let file = fs
-            .open(&path)
+            .open_read(&path)
             .map_err(|e| ChunkError::io("open volume", &path, e))?;
         // Gets are random reads of whole records. Readahead past a record reads neighbouring
         // chunks nobody asked for: on a store larger than memory that is wasted disk time
@@ -158,7 +158,7 @@ pub fn sync_dir(fs: &dyn Fs, dir: &Path) -> Result<()> {
 
 /// The length of a file.
 pub fn file_len(fs: &dyn Fs, path: &Path) -> Result<u64> {
-    fs.open(path)
+    fs.open_read(path)
         .and_then(|f| f.size())
         .map_err(|e| ChunkError::io("stat volume", path, e))
 }
@@ -192,7 +192,7 @@ pub fn write_hint(
 pub fn check_volume_header(fs: &dyn Fs, path: &Path, number: u32) -> Result<()> {
     let mut b = [0u8; VOLUME_HEADER_LEN as usize];
     let n = fs
-        .open(path)
+        .open_read(path)
         .and_then(|f| f.read_at(&mut b, 0))
         .map_err(|e| ChunkError::io("read volume header", path, e))?;
     if n < b.len() {
@@ -266,7 +266,7 @@ pub struct Scan {
 /// record ends the scan (the caller decides whether that is a torn tail or corruption).
 pub fn scan_volume(fs: &dyn Fs, path: &Path, number: u32, verify_ids: bool) -> Result<Scan> {
     let file = fs
-        .open(path)
+        .open_read(path)
         .map_err(|e| ChunkError::io("open volume", path, e))?;
     let file_len = file
         .size()

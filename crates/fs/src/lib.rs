@@ -77,6 +77,10 @@ pub trait Fs: Send + Sync + Debug {
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Open an existing file for reading and writing.
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>>;
+    /// Open an existing file only to read it (verification of a store it may not write).
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
+        self.open(path)
+    }
     /// Create (or truncate) a file for reading and writing.
     fn create(&self, path: &Path) -> io::Result<Arc<dyn FsFile>>;
     /// The whole contents of a file.
@@ -255,6 +259,12 @@ impl Fs for StdFs {
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         Ok(Arc::new(StdFile { file }))
+    }
+
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
+        Ok(Arc::new(StdFile {
+            file: File::open(path)?,
+        }))
     }
 
     fn create(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
