@@ -270,8 +270,8 @@ fn acknowledged_chunks_survive_power_cuts_and_deleted_ones_stay_deleted() {
         total.unknown_absent += model.unknown_absent;
         total.torn_tails += model.torn_tails;
         total.compactions += model.compactions;
-        for i in 0..3 {
-            total.writes[i] += model.writes[i];
+        for (t, m) in total.writes.iter_mut().zip(model.writes) {
+            *t += m;
         }
     }
     println!(

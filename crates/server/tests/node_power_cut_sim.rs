@@ -51,7 +51,7 @@ fn key(k: u64) -> ItemKey {
     ItemKey::node(format!("n{k}")).unwrap()
 }
 
-/// A transaction the driver sent: its writes, and whether an answer came back.
+/// A transaction sent without an answer: its writes, to find it after the restart.
 #[derive(Clone, Debug)]
 struct Sent {
     writes: Vec<(ItemKey, Value)>,
@@ -70,7 +70,7 @@ struct Model {
     next_op: u64,
     // Counters for the report.
     acked_txns: u64,
-    conflicts_right: u64,
+    wrong_refused: u64,
     unknown_landed: u64,
     unknown_lost: u64,
     acked_chunks: u64,
@@ -252,8 +252,8 @@ fn check_restart(node: &Node, rt: &tokio::runtime::Runtime, model: &mut Model, s
             .unwrap()
             .map(|v| (v.index, v.value));
         assert_eq!(
-            got.as_ref().map(|(i, v)| (i, v)),
-            want.map(|(i, v)| (i, v)),
+            got.as_ref(),
+            want,
             "seed {seed}: Disk View differs from the replay for {key:?}"
         );
         model.checks += 1;
@@ -433,7 +433,7 @@ fn live(
                             !right,
                             "seed {seed}: a right condition was refused: {failed:?}"
                         );
-                        model.conflicts_right += 1;
+                        model.wrong_refused += 1;
                     }
                     Err(_) => model.unknown.push(sent),
                 },
@@ -530,7 +530,7 @@ fn a_seeded_node_survives_power_cuts_with_every_invariant() {
         }
         for (t, v) in totals.iter_mut().zip([
             model.acked_txns,
-            model.conflicts_right,
+            model.wrong_refused,
             model.unknown_landed,
             model.unknown_lost,
             model.acked_chunks,
