@@ -260,7 +260,7 @@ fn acknowledged_chunks_survive_power_cuts_and_deleted_ones_stay_deleted() {
     for seed in first..first + seeds {
         let mut model = Model::default();
         run_seed(seed, &mut model);
-        if (seed - first + 1) % 20 == 0 {
+        if (seed - first + 1).is_multiple_of(20) {
             eprintln!("{} of {seeds} seeds done", seed - first + 1);
         }
         acked += model.state.len() as u64;

@@ -525,7 +525,7 @@ fn a_seeded_node_survives_power_cuts_with_every_invariant() {
     for seed in first..first + seeds {
         let mut model = Model::default();
         run_seed(seed, &mut model, &rt);
-        if (seed - first + 1) % 20 == 0 {
+        if (seed - first + 1).is_multiple_of(20) {
             eprintln!("{} of {seeds} seeds done", seed - first + 1);
         }
         for (t, v) in totals.iter_mut().zip([
