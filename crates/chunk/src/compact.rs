@@ -4,9 +4,10 @@
 //! and its files removed. Gets never wait: they follow the index, and a reader that already
 //! holds the old volume's file handle can still read it after the unlink.
 
-use std::fs;
 use std::io;
 use std::sync::Arc;
+
+use spindle_fs::Fs;
 
 use crate::catalog::Loc;
 use crate::error::{ChunkError, Result};
@@ -46,10 +47,10 @@ impl Shared {
                 stats.hint_bytes,
             )
         };
-        let entries = match volume::read_hint(dir, volume, len) {
+        let entries = match volume::read_hint(&*self.fs, dir, volume, len) {
             Some((entries, _)) => entries,
             None => {
-                let scan = volume::scan_volume(&file.path, volume, false)?;
+                let scan = volume::scan_volume(&*self.fs, &file.path, volume, false)?;
                 if let Some(stop) = scan.stop {
                     return Err(ChunkError::Corrupt {
                         volume: file.path.clone(),
@@ -102,17 +103,17 @@ impl Shared {
             self.wait_seq(seq)?;
         }
         self.catalog.write().remove_volume(volume, &put_ids);
-        remove_if_present(&format::hint_path(dir, volume))?;
-        remove_if_present(&file.path)?;
-        volume::sync_dir(dir)?;
+        remove_if_present(&*self.fs, &format::hint_path(dir, volume))?;
+        remove_if_present(&*self.fs, &file.path)?;
+        volume::sync_dir(&*self.fs, dir)?;
         report.volumes.push(volume);
         report.bytes_reclaimed += (len + hint_bytes).saturating_sub(copied_bytes);
         Ok(())
     }
 }
 
-fn remove_if_present(path: &std::path::Path) -> Result<()> {
-    match fs::remove_file(path) {
+fn remove_if_present(fs: &dyn Fs, path: &std::path::Path) -> Result<()> {
+    match fs.remove(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(ChunkError::io("remove", path, e)),
         _ => Ok(()),
     }

@@ -3,14 +3,13 @@
 //! (or a copy from the write buffer while the chunk is not yet durable).
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
+use spindle_fs::{DirLock, Fs};
 
 use crate::catalog::{Catalog, VolumeStats};
 use crate::error::{ChunkError, Result};
@@ -117,6 +116,8 @@ impl Failure {
 /// State shared by the handle, the writer thread and compaction.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// The file system every volume, hint and marker goes through.
+    pub fs: Arc<dyn Fs>,
     pub dir: PathBuf,
     pub opts: Options,
     pub catalog: RwLock<Catalog>,
@@ -201,19 +202,26 @@ pub struct ChunkStore {
     writer: Mutex<Option<JoinHandle<()>>>,
     compactor: Mutex<Option<JoinHandle<()>>>,
     report: OpenReport,
-    _lock: File,
+    _lock: Box<dyn DirLock>,
 }
 
 impl ChunkStore {
     /// Open (or create) the store in `dir`. Hint files are read where they match their
     /// volume; other volumes are scanned; a torn tail of the last volume is cut.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Self> {
+        Self::open_in(spindle_fs::std_fs(), dir, opts)
+    }
+
+    /// `open` on the file system `fs` (tests pass a simulated disk that loses power).
+    pub fn open_in(fs: Arc<dyn Fs>, dir: impl AsRef<Path>, opts: Options) -> Result<Self> {
         opts.check()?;
         let dir = dir.as_ref().to_owned();
-        fs::create_dir_all(&dir).map_err(|e| ChunkError::io("create directory", &dir, e))?;
-        let lock = lock_marker(&dir)?;
-        let recovered = recovery::recover(&dir)?;
+        fs.create_dir_all(&dir)
+            .map_err(|e| ChunkError::io("create directory", &dir, e))?;
+        let lock = lock_marker(&*fs, &dir)?;
+        let recovered = recovery::recover(&*fs, &dir)?;
         let shared = Arc::new(Shared {
+            fs,
             dir,
             opts,
             catalog: RwLock::new(recovered.catalog),
@@ -584,26 +592,26 @@ fn committed_bytes(cat: &Catalog) -> u64 {
         .sum()
 }
 
-/// Create the marker file if needed and take an exclusive lock on it for this handle.
-fn lock_marker(dir: &Path) -> Result<File> {
+/// Take an exclusive lock on the marker file for this handle, and write the marker if it is
+/// missing or empty.
+fn lock_marker(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn DirLock>> {
     let path = dir.join(format::MARKER_FILE);
-    let existed = path.exists();
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| ChunkError::io("open marker", &path, e))?;
-    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive)
-        .map_err(|_| ChunkError::Locked { path: path.clone() })?;
-    if !existed || f.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
-        f.write_all(format::MARKER_TEXT.as_bytes())
+    let lock = fs.lock(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => ChunkError::Locked { path: path.clone() },
+        _ => ChunkError::io("open marker", &path, e),
+    })?;
+    let len = fs.open(&path).and_then(|f| f.size()).unwrap_or(0);
+    if len == 0 {
+        let f = fs
+            .open(&path)
+            .or_else(|_| fs.create(&path))
+            .map_err(|e| ChunkError::io("open marker", &path, e))?;
+        f.write_all_at(format::MARKER_TEXT.as_bytes(), 0)
             .and_then(|()| f.sync_all())
             .map_err(|e| ChunkError::io("write marker", &path, e))?;
-        crate::volume::sync_dir(dir)?;
+        crate::volume::sync_dir(fs, dir)?;
     }
-    Ok(f)
+    Ok(lock)
 }
 
 fn usable(q: &Queue) -> Result<()> {

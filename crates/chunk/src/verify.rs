@@ -2,8 +2,9 @@
 //! checksum and every chunk's BLAKE3, compare hint files with what the volumes hold, and
 //! count live and garbage bytes by replaying the records as `open` would.
 
-use std::fs;
 use std::path::{Path, PathBuf};
+
+use spindle_fs::Fs;
 
 use crate::catalog::Catalog;
 use crate::error::{ChunkError, Result};
@@ -106,21 +107,24 @@ impl VerifyReport {
 
 /// Verify the store in `dir` without opening it for writing.
 pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
-    if !dir.join(format::MARKER_FILE).exists() {
+    verify_store_in(&spindle_fs::StdFs, dir)
+}
+
+/// `verify_store` on the file system `fs`.
+pub fn verify_store_in(fs: &dyn Fs, dir: &Path) -> Result<VerifyReport> {
+    if fs.open_read(&dir.join(format::MARKER_FILE)).is_err() {
         return Err(ChunkError::Format {
             path: dir.to_owned(),
             reason: format!("no {} file", format::MARKER_FILE),
         });
     }
-    let numbers = volume::list_volumes(dir)?;
+    let numbers = volume::list_volumes(fs, dir)?;
     let mut catalog = Catalog::default();
     let mut volumes = Vec::new();
     for &n in &numbers {
         let path = format::volume_path(dir, n);
         let is_last = Some(&n) == numbers.last();
-        let bytes = fs::metadata(&path)
-            .map_err(|e| ChunkError::io("stat volume", &path, e))?
-            .len();
+        let bytes = volume::file_len(fs, &path)?;
         catalog.add_volume(n, None);
         let mut report = VolumeReport {
             volume: n,
@@ -136,7 +140,7 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
             status: VolumeStatus::Clean,
             damaged: Vec::new(),
         };
-        let scan = match volume::scan_volume(&path, n, true) {
+        let scan = match volume::scan_volume(fs, &path, n, true) {
             Ok(scan) => scan,
             Err(ChunkError::Corrupt { offset, reason, .. }) => {
                 report.status = VolumeStatus::Corrupt { offset, reason };
@@ -147,7 +151,7 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
         };
         let mut entries = scan.entries.clone();
         if let Some(stop) = &scan.stop {
-            let torn = is_last && stop.offset >= volume::hinted_synced_len(dir, n);
+            let torn = is_last && stop.offset >= volume::hinted_synced_len(fs, dir, n);
             report.status = if torn {
                 VolumeStatus::TornTail {
                     offset: stop.offset,
@@ -155,8 +159,8 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
                 }
             } else {
                 report.damaged.push((stop.offset, stop.reason.clone()));
-                if let Some(rest) = records_past_damage(dir, n, bytes, &scan) {
-                    let file = VolumeFile::open(path.clone())?;
+                if let Some(rest) = records_past_damage(fs, dir, n, bytes, &scan) {
+                    let file = VolumeFile::open(fs, path.clone())?;
                     for e in rest.iter().skip(1) {
                         if let Err(reason) = check_record(&file, e) {
                             report.damaged.push((e.offset, reason));
@@ -177,7 +181,7 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
             }
             catalog.apply(n, e);
         }
-        (report.hint, report.hint_damage) = hint_status(dir, n, bytes, &scan);
+        (report.hint, report.hint_damage) = hint_status(fs, dir, n, bytes, &scan);
         volumes.push(report);
     }
     for v in &mut volumes {
@@ -199,12 +203,13 @@ pub fn verify_store(dir: &Path) -> Result<VerifyReport> {
 }
 
 fn hint_status(
+    fs: &dyn Fs,
     dir: &Path,
     n: u32,
     bytes: u64,
     scan: &volume::Scan,
 ) -> (HintStatus, Option<(u64, String)>) {
-    let Ok(raw) = fs::read(format::hint_path(dir, n)) else {
+    let Ok(raw) = fs.read(&format::hint_path(dir, n)) else {
         return (HintStatus::Missing, None);
     };
     let status = match format::decode_hint(&raw) {
@@ -222,12 +227,13 @@ fn hint_status(
 /// The records after the first damaged one, from a hint file that matches the volume's length
 /// and agrees with every record before the damage.
 fn records_past_damage(
+    fs: &dyn Fs,
     dir: &Path,
     n: u32,
     bytes: u64,
     scan: &volume::Scan,
 ) -> Option<Vec<HintEntry>> {
-    let raw = fs::read(format::hint_path(dir, n)).ok()?;
+    let raw = fs.read(&format::hint_path(dir, n)).ok()?;
     let hint = format::decode_hint(&raw).ok()?;
     let usable = hint.volume == n
         && hint.volume_len == bytes

@@ -2,15 +2,16 @@
 //! record by record (recovery and verification), and writing hint files.
 //!
 //! Fault model: a write that was not followed by a completed fdatasync may be lost or torn
-//! anywhere (any subset of its pages may reach the disk). Bytes that were synced stay as
-//! written unless the medium rots, which checksums and the BLAKE3 id detect.
+//! anywhere (any subset of its pages may reach the disk); a created, renamed or removed name
+//! is durable only once its directory is synced. Bytes that were synced stay as written
+//! unless the medium rots, which checksums and the BLAKE3 id detect. Every call goes through
+//! the `spindle_fs::Fs` seam, so tests can cut power under the store (`spindle_fs::SimFs`).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use rustix::buffer::spare_capacity;
+use spindle_fs::{Fs, FsFile};
 
 use crate::error::{ChunkError, Result};
 use crate::format::{
@@ -23,19 +24,30 @@ use crate::id::ChunkId;
 pub struct VolumeFile {
     /// Path of the file.
     pub path: PathBuf,
-    pub(crate) file: File,
+    pub(crate) file: Arc<dyn FsFile>,
 }
 
 impl VolumeFile {
     /// Open an existing volume for reading.
-    pub fn open(path: PathBuf) -> Result<Self> {
-        let file = File::open(&path).map_err(|e| ChunkError::io("open volume", &path, e))?;
+    pub fn open(fs: &dyn Fs, path: PathBuf) -> Result<Self> {
+        let file = fs
+            .open_read(&path)
+            .map_err(|e| ChunkError::io("open volume", &path, e))?;
         // Gets are random reads of whole records. Readahead past a record reads neighbouring
         // chunks nobody asked for: on a store larger than memory that is wasted disk time
         // (and in a benchmark it makes "cold" reads of a small store look warm).
-        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random)
-            .map_err(|e| ChunkError::io("fadvise volume", &path, e.into()))?;
+        file.advise_random()
+            .map_err(|e| ChunkError::io("fadvise volume", &path, e))?;
         Ok(Self { path, file })
+    }
+
+    /// Read exactly `buf.len()` bytes at `offset`; `None` if the file ends first.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<Option<()>> {
+        let n = self
+            .file
+            .read_at(buf, offset)
+            .map_err(|e| ChunkError::io("read volume", &self.path, e))?;
+        Ok((n == buf.len()).then_some(()))
     }
 
     /// Read the chunk whose record starts at `offset` with `len` data bytes. Checks the
@@ -43,8 +55,8 @@ impl VolumeFile {
     /// mismatch is `Corrupt`, never wrong bytes.
     ///
     /// The data is read first, straight into the returned vector's uninitialised capacity (no
-    /// zeroing), then the header, whose page that read has just brought in: one I/O on a cold
-    /// cache unless the header straddles a page boundary.
+    /// zeroing, with `StdFs`), then the header, whose page that read has just brought in: one
+    /// I/O on a cold cache unless the header straddles a page boundary.
     pub fn read_chunk(
         &self,
         id: &ChunkId,
@@ -58,23 +70,20 @@ impl VolumeFile {
             reason,
         };
         let data_offset = offset + RECORD_HEADER_LEN;
-        let mut data: Vec<u8> = Vec::with_capacity(len as usize);
-        while data.len() < len as usize {
-            let at = data_offset + data.len() as u64;
-            let n = rustix::io::pread(&self.file, spare_capacity(&mut data), at)
-                .map_err(|e| ChunkError::io("read volume", &self.path, e.into()))?;
-            if n == 0 {
-                return Err(corrupt(format!(
-                    "volume ends {} bytes into a {len}-byte chunk",
-                    data.len()
-                )));
-            }
-        }
-        data.truncate(len as usize);
-        let mut header = [0u8; RECORD_HEADER_LEN as usize];
-        self.file
-            .read_exact_at(&mut header, offset)
+        let mut data = Vec::new();
+        let n = self
+            .file
+            .read_append_at(&mut data, len as usize, data_offset)
             .map_err(|e| ChunkError::io("read volume", &self.path, e))?;
+        if n < len as usize {
+            return Err(corrupt(format!(
+                "volume ends {n} bytes into a {len}-byte chunk"
+            )));
+        }
+        let mut header = [0u8; RECORD_HEADER_LEN as usize];
+        if self.read_exact_at(&mut header, offset)?.is_none() {
+            return Err(corrupt("volume ends inside the record header".into()));
+        }
         let h = RecordHeader::decode(&header).map_err(|r| corrupt(r.to_string()))?;
         if h.kind != RecordKind::Put || h.id != *id || h.len != len {
             return Err(corrupt(format!(
@@ -94,9 +103,13 @@ impl VolumeFile {
     /// Check that a tombstone for `id` is at `offset` (verification tools).
     pub fn read_tombstone(&self, id: &ChunkId, offset: u64) -> Result<()> {
         let mut header = [0u8; RECORD_HEADER_LEN as usize];
-        self.file
-            .read_exact_at(&mut header, offset)
-            .map_err(|e| ChunkError::io("read volume", &self.path, e))?;
+        if self.read_exact_at(&mut header, offset)?.is_none() {
+            return Err(ChunkError::Corrupt {
+                volume: self.path.clone(),
+                offset,
+                reason: "volume ends inside the record header".into(),
+            });
+        }
         match RecordHeader::decode(&header) {
             Ok(h) if h.kind == RecordKind::Tombstone && h.id == *id => Ok(()),
             Ok(_) => Err(format!("record is not the tombstone of chunk {id}")),
@@ -111,57 +124,84 @@ impl VolumeFile {
 
     /// Ask the kernel to drop this volume's cached pages (for cold-read measurements).
     pub fn drop_cache(&self) -> Result<()> {
-        rustix::fs::fadvise(&self.file, 0, None, rustix::fs::Advice::DontNeed)
-            .map_err(|e| ChunkError::io("fadvise volume", &self.path, e.into()))
+        self.file
+            .drop_cache()
+            .map_err(|e| ChunkError::io("fadvise volume", &self.path, e))
     }
 }
 
 /// Create volume `number` in `dir`: header written and synced, directory synced.
-pub fn create_volume(dir: &Path, number: u32) -> Result<(File, VolumeFile)> {
+pub fn create_volume(
+    fs: &dyn Fs,
+    dir: &Path,
+    number: u32,
+) -> Result<(Arc<dyn FsFile>, VolumeFile)> {
     let path = format::volume_path(dir, number);
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
+    // Volume numbers only grow, so the name is new; a leftover file of that number would be
+    // one whose creation was never synced, and is replaced.
+    let file = fs
+        .create(&path)
         .map_err(|e| ChunkError::io("create volume", &path, e))?;
-    file.write_all(&format::encode_volume_header(number))
+    file.write_all_at(&format::encode_volume_header(number), 0)
         .and_then(|()| file.sync_data())
         .map_err(|e| ChunkError::io("write volume header", &path, e))?;
-    sync_dir(dir)?;
-    let reader = VolumeFile::open(path)?;
+    sync_dir(fs, dir)?;
+    let reader = VolumeFile::open(fs, path)?;
     Ok((file, reader))
 }
 
 /// fsync a directory so that created, renamed and removed names are durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
+pub fn sync_dir(fs: &dyn Fs, dir: &Path) -> Result<()> {
+    fs.sync_dir(dir)
         .map_err(|e| ChunkError::io("sync directory", dir, e))
+}
+
+/// The length of a file.
+pub fn file_len(fs: &dyn Fs, path: &Path) -> Result<u64> {
+    fs.open_read(path)
+        .and_then(|f| f.size())
+        .map_err(|e| ChunkError::io("stat volume", path, e))
 }
 
 /// Write the hint file of `volume` atomically (temp file, sync, rename, sync directory).
 /// Returns its size in bytes.
-pub fn write_hint(dir: &Path, volume: u32, volume_len: u64, entries: &[HintEntry]) -> Result<u64> {
+pub fn write_hint(
+    fs: &dyn Fs,
+    dir: &Path,
+    volume: u32,
+    volume_len: u64,
+    entries: &[HintEntry],
+) -> Result<u64> {
     let bytes = format::encode_hint(volume, volume_len, entries);
     let tmp = format::hint_tmp_path(dir, volume);
     let path = format::hint_path(dir, volume);
-    let mut f = File::create(&tmp).map_err(|e| ChunkError::io("create hint", &tmp, e))?;
-    f.write_all(&bytes)
+    let f = fs
+        .create(&tmp)
+        .map_err(|e| ChunkError::io("create hint", &tmp, e))?;
+    f.write_all_at(&bytes, 0)
         .and_then(|()| f.sync_data())
         .map_err(|e| ChunkError::io("write hint", &tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| ChunkError::io("rename hint", &path, e))?;
-    sync_dir(dir)?;
+    fs.rename(&tmp, &path)
+        .map_err(|e| ChunkError::io("rename hint", &path, e))?;
+    sync_dir(fs, dir)?;
     Ok(bytes.len() as u64)
 }
 
 /// Check the header of a volume that open will not scan (its hint lists the records): a
 /// damaged header is corruption of synced bytes and is reported as such, as a scan would.
-pub fn check_volume_header(path: &Path, number: u32) -> Result<()> {
+pub fn check_volume_header(fs: &dyn Fs, path: &Path, number: u32) -> Result<()> {
     let mut b = [0u8; VOLUME_HEADER_LEN as usize];
-    File::open(path)
-        .and_then(|f| f.read_exact_at(&mut b, 0))
+    let n = fs
+        .open_read(path)
+        .and_then(|f| f.read_at(&mut b, 0))
         .map_err(|e| ChunkError::io("read volume header", path, e))?;
+    if n < b.len() {
+        return Err(ChunkError::Corrupt {
+            volume: path.to_owned(),
+            offset: 0,
+            reason: "volume header is incomplete".into(),
+        });
+    }
     match format::decode_volume_header(&b) {
         Ok(n) if n == number => Ok(()),
         Ok(n) => Err(ChunkError::Format {
@@ -177,8 +217,13 @@ pub fn check_volume_header(path: &Path, number: u32) -> Result<()> {
 }
 
 /// Read a hint file and accept it only if it describes `volume` at exactly `volume_len` bytes.
-pub fn read_hint(dir: &Path, volume: u32, volume_len: u64) -> Option<(Vec<HintEntry>, u64)> {
-    let bytes = fs::read(format::hint_path(dir, volume)).ok()?;
+pub fn read_hint(
+    fs: &dyn Fs,
+    dir: &Path,
+    volume: u32,
+    volume_len: u64,
+) -> Option<(Vec<HintEntry>, u64)> {
+    let bytes = fs.read(&format::hint_path(dir, volume)).ok()?;
     let hint = format::decode_hint(&bytes).ok()?;
     (hint.volume == volume && hint.volume_len == volume_len)
         .then_some((hint.entries, bytes.len() as u64))
@@ -186,8 +231,8 @@ pub fn read_hint(dir: &Path, volume: u32, volume_len: u64) -> Option<(Vec<HintEn
 
 /// How much of volume `volume` is known to have been synced: the length recorded in its
 /// hint file if one decodes, else 0. Damage before that length cannot be a torn write.
-pub fn hinted_synced_len(dir: &Path, volume: u32) -> u64 {
-    fs::read(format::hint_path(dir, volume))
+pub fn hinted_synced_len(fs: &dyn Fs, dir: &Path, volume: u32) -> u64 {
+    fs.read(&format::hint_path(dir, volume))
         .ok()
         .and_then(|b| format::decode_hint(&b).ok())
         .filter(|h| h.volume == volume)
@@ -219,13 +264,14 @@ pub struct Scan {
 /// Scan a volume file. Checks the volume header, every record header and data CRC, and, if
 /// `verify_ids`, that each put's bytes hash to its id. A bad volume header is an error; a bad
 /// record ends the scan (the caller decides whether that is a torn tail or corruption).
-pub fn scan_volume(path: &Path, number: u32, verify_ids: bool) -> Result<Scan> {
-    let file = File::open(path).map_err(|e| ChunkError::io("open volume", path, e))?;
+pub fn scan_volume(fs: &dyn Fs, path: &Path, number: u32, verify_ids: bool) -> Result<Scan> {
+    let file = fs
+        .open_read(path)
+        .map_err(|e| ChunkError::io("open volume", path, e))?;
     let file_len = file
-        .metadata()
-        .map_err(|e| ChunkError::io("stat volume", path, e))?
-        .len();
-    let mut r = io::BufReader::with_capacity(1 << 20, file);
+        .size()
+        .map_err(|e| ChunkError::io("stat volume", path, e))?;
+    let mut r = io::BufReader::with_capacity(1 << 20, ReadAt { file, at: 0 });
     let mut vh = [0u8; VOLUME_HEADER_LEN as usize];
     let stop_at = |offset: u64, reason: String| ScanStop { offset, reason };
     if file_len < VOLUME_HEADER_LEN {
@@ -308,19 +354,28 @@ pub fn scan_volume(path: &Path, number: u32, verify_ids: bool) -> Result<Scan> {
     })
 }
 
-/// Volume numbers present in `dir`, ascending.
-pub fn list_volumes(dir: &Path) -> Result<Vec<u32>> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir).map_err(|e| ChunkError::io("list directory", dir, e))? {
-        let entry = entry.map_err(|e| ChunkError::io("list directory", dir, e))?;
-        if let Some(n) = entry
-            .file_name()
-            .to_str()
-            .and_then(format::parse_volume_name)
-        {
-            out.push(n);
-        }
+/// A file read from the start through positioned reads (for `BufReader`).
+struct ReadAt {
+    file: Arc<dyn FsFile>,
+    at: u64,
+}
+
+impl io::Read for ReadAt {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
     }
+}
+
+/// Volume numbers present in `dir`, ascending.
+pub fn list_volumes(fs: &dyn Fs, dir: &Path) -> Result<Vec<u32>> {
+    let mut out: Vec<u32> = fs
+        .list(dir)
+        .map_err(|e| ChunkError::io("list directory", dir, e))?
+        .iter()
+        .filter_map(|name| format::parse_volume_name(name))
+        .collect();
     out.sort_unstable();
     Ok(out)
 }

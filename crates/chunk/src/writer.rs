@@ -11,12 +11,11 @@
 //! `WriterFailed`, and the store must be reopened (recovery then cuts any torn tail).
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{IoSlice, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
+use spindle_fs::FsFile;
 
 use crate::catalog::Loc;
 use crate::error::{ChunkError, Result};
@@ -62,7 +61,7 @@ pub(crate) struct Op {
 #[derive(Debug)]
 pub(crate) struct Active {
     pub number: u32,
-    pub file: Arc<File>,
+    pub file: Arc<dyn FsFile>,
     pub len: u64,
     pub entries: Vec<HintEntry>,
 }
@@ -71,7 +70,7 @@ pub(crate) struct Active {
 #[derive(Debug)]
 struct Written {
     number: u64,
-    file: Arc<File>,
+    file: Arc<dyn FsFile>,
     volume: u32,
     ops: Vec<Op>,
     entries: Vec<(u32, HintEntry)>,
@@ -362,7 +361,7 @@ fn append(
     ::fail::fail_point!("chunk-writer-append", |arg: Option<String>| {
         if arg.as_deref() == Some("torn") {
             let half = &encoded[..encoded.len() / 2];
-            let _ = (&*active.file).write_all(half);
+            let _ = active.file.write_all_at(half, active.len);
         }
         let e = match arg.as_deref() {
             Some("full") => std::io::Error::from(std::io::ErrorKind::StorageFull),
@@ -370,18 +369,10 @@ fn append(
         };
         Err(ChunkError::io("append to volume", &path, e))
     });
-    let mut bufs = [IoSlice::new(&encoded), IoSlice::new(data)];
-    let mut slices = &mut bufs[..];
-    while !slices.is_empty() {
-        let n = (&*active.file)
-            .write_vectored(slices)
-            .map_err(|e| ChunkError::io("append to volume", &path, e))?;
-        if n == 0 {
-            let e = std::io::Error::new(std::io::ErrorKind::WriteZero, "volume write returned 0");
-            return Err(ChunkError::io("append to volume", &path, e));
-        }
-        IoSlice::advance_slices(&mut slices, n);
-    }
+    active
+        .file
+        .write_all_vectored_at(&[&encoded, data], active.len)
+        .map_err(|e| ChunkError::io("append to volume", &path, e))?;
     let entry = HintEntry {
         id: header.id,
         offset: active.len,
@@ -393,7 +384,7 @@ fn append(
     Ok(entry)
 }
 
-fn sync_file(shared: &Shared, file: &File, volume: u32) -> Result<()> {
+fn sync_file(shared: &Shared, file: &Arc<dyn FsFile>, volume: u32) -> Result<()> {
     let path = || crate::format::volume_path(&shared.dir, volume);
     ::fail::fail_point!("chunk-writer-before-sync");
     ::fail::fail_point!("chunk-writer-sync", |_| Err(ChunkError::io(
@@ -409,7 +400,13 @@ fn sync_file(shared: &Shared, file: &File, volume: u32) -> Result<()> {
 /// Seal the active volume (everything in it is already synced and published): write its
 /// hint, mark it sealed, then start the next volume.
 fn seal_and_roll(shared: &Shared, active: &mut Active) -> Result<()> {
-    let hint_bytes = volume::write_hint(&shared.dir, active.number, active.len, &active.entries)?;
+    let hint_bytes = volume::write_hint(
+        &*shared.fs,
+        &shared.dir,
+        active.number,
+        active.len,
+        &active.entries,
+    )?;
     {
         let mut cat = shared.catalog.write();
         let stats = cat
@@ -424,14 +421,14 @@ fn seal_and_roll(shared: &Shared, active: &mut Active) -> Result<()> {
         stats.hint_bytes = hint_bytes;
     }
     let next = active.number + 1;
-    let (file, reader) = volume::create_volume(&shared.dir, next)?;
+    let (file, reader) = volume::create_volume(&*shared.fs, &shared.dir, next)?;
     shared
         .catalog
         .write()
         .add_volume(next, Some(Arc::new(reader)));
     *active = Active {
         number: next,
-        file: Arc::new(file),
+        file,
         len: crate::format::VOLUME_HEADER_LEN,
         entries: Vec::new(),
     };
@@ -445,7 +442,13 @@ fn close_active(shared: &Shared, active: &Active) -> Result<()> {
         .file
         .sync_data()
         .map_err(|e| ChunkError::io("sync volume", &path, e))?;
-    let hint_bytes = volume::write_hint(&shared.dir, active.number, active.len, &active.entries)?;
+    let hint_bytes = volume::write_hint(
+        &*shared.fs,
+        &shared.dir,
+        active.number,
+        active.len,
+        &active.entries,
+    )?;
     if let Some(s) = shared.catalog.write().volumes.get_mut(&active.number) {
         s.hint_bytes = hint_bytes;
     }

@@ -12,7 +12,8 @@ pub mod config;
 pub mod error;
 mod file_log;
 pub mod frame;
-pub mod fs;
+/// The file-system seam, shared with the chunk store (`spindle-fs`).
+pub use spindle_fs as fs;
 pub mod hint;
 pub mod inspect;
 mod intake;
@@ -21,7 +22,8 @@ pub mod jetstream;
 mod reader;
 pub mod recovery;
 pub mod segment;
-pub mod sim_fs;
+/// The simulated power-losing disk (`spindle_fs::sim`).
+pub use spindle_fs::sim as sim_fs;
 mod syncer;
 pub mod tail;
 pub mod versions;

@@ -429,6 +429,15 @@ impl Node {
     /// Open (or create) everything under `config.data_dir` and start the workers. Views
     /// that boot (Memory, Index) do so in the background; `status` shows their progress.
     pub fn open(config: ServerConfig) -> Result<Arc<Node>, NodeError> {
+        Self::open_on(config, spindle_log::fs::std_fs())
+    }
+
+    /// `open` with the log and the chunk store on the file system `fs` (a simulated disk
+    /// that loses power, in tests); the Disk Views stay on the real one under `data_dir`.
+    pub fn open_on(
+        config: ServerConfig,
+        fs: Arc<dyn spindle_log::fs::Fs>,
+    ) -> Result<Arc<Node>, NodeError> {
         config.validate()?;
         let data = config.data_dir.clone();
         let mkdir = |p: &Path| {
@@ -459,7 +468,7 @@ impl Node {
             },
             ..LogConfig::default()
         };
-        let log = Arc::new(FileLog::open(data.join("log"), log_config)?);
+        let log = Arc::new(FileLog::open_in(fs.clone(), data.join("log"), log_config)?);
         let carousel_config = config.carousel();
         let mut disks = Vec::new();
         for i in 0..n {
@@ -483,7 +492,8 @@ impl Node {
         for d in &disks {
             check_view_against_log(&d.view, &log)?;
         }
-        let chunks = ChunkStore::open(
+        let chunks = ChunkStore::open_in(
+            fs,
             data.join("chunks"),
             spindle_chunk::Options {
                 space_bytes_max: config.chunk_store_bytes_max,

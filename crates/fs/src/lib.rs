@@ -1,8 +1,9 @@
-//! The file-system seam: the few calls the log makes on files and directories, as a trait,
-//! so tests can run the real log over a simulated disk that loses power (`sim_fs`).
+//! The file-system seam: the few calls the log and the chunk store make on files and
+//! directories, as a trait, so tests can run them over a simulated disk that loses power
+//! (`sim`).
 //!
-//! `StdFs` is the default and makes exactly the calls the log made before the seam existed.
-//! Semantics the log relies on, which every implementation must keep:
+//! `StdFs` is the default and makes exactly the calls the stores made before the seam existed.
+//! Semantics the stores rely on, which every implementation must keep:
 //! - a write is durable only after `sync_data`/`sync_all` of its file returns;
 //! - a creation, rename or removal is durable only after `sync_dir` of its directory;
 //! - `allocate` extends a file with zeros (reads past the written data return zeros).
@@ -14,11 +15,35 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
+pub mod sim;
+
+pub use sim::{CutReport, SimFs};
+
 /// An open file: positioned reads and writes, syncs, size.
 pub trait FsFile: Send + Sync + Debug {
     /// Read up to `buf.len()` bytes at `offset`; fewer only at the end of the file.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Read up to `len` bytes at `offset` onto the end of `out`; fewer only at the end of the
+    /// file. Returns the bytes read. (`StdFs` reads into the vector's spare capacity without
+    /// zeroing it first: chunk gets of large chunks.)
+    fn read_append_at(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<usize> {
+        let start = out.len();
+        out.resize(start + len, 0);
+        let n = self.read_at(&mut out[start..], offset)?;
+        out.truncate(start + n);
+        Ok(n)
+    }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Write `bufs` one after the other from `offset` (one system call where the platform
+    /// has one; not atomic either way).
+    fn write_all_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        let mut at = offset;
+        for b in bufs {
+            self.write_all_at(b, at)?;
+            at += b.len() as u64;
+        }
+        Ok(())
+    }
     /// fdatasync: the file's data (and the size needed to read it) is durable.
     fn sync_data(&self) -> io::Result<()>;
     /// fsync: data and metadata.
@@ -28,6 +53,16 @@ pub trait FsFile: Send + Sync + Debug {
     fn allocate(&self, len: u64) -> io::Result<()>;
     /// Overwrite `[from, to)` with zeros without changing the size.
     fn zero_range(&self, from: u64, to: u64) -> io::Result<()>;
+    /// Cut or extend the file to `len` bytes (new bytes zero); durable after `sync_all`.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Hint that reads are random (no readahead). A no-op where there is no page cache.
+    fn advise_random(&self) -> io::Result<()> {
+        Ok(())
+    }
+    /// Drop the file's pages from the page cache (cold-read measurements).
+    fn drop_cache(&self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A held directory lock; released when dropped.
@@ -42,6 +77,10 @@ pub trait Fs: Send + Sync + Debug {
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Open an existing file for reading and writing.
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>>;
+    /// Open an existing file only to read it (verification of a store it may not write).
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
+        self.open(path)
+    }
     /// Create (or truncate) a file for reading and writing.
     fn create(&self, path: &Path) -> io::Result<Arc<dyn FsFile>>;
     /// The whole contents of a file.
@@ -91,8 +130,57 @@ impl FsFile for StdFile {
         Ok(filled)
     }
 
+    fn read_append_at(&self, out: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<usize> {
+        let start = out.len();
+        out.reserve_exact(len);
+        while out.len() < start + len {
+            let at = offset + (out.len() - start) as u64;
+            match rustix::io::pread(&self.file, rustix::buffer::spare_capacity(out), at) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // The spare capacity may be larger than asked for.
+        out.truncate(start + len);
+        Ok(out.len() - start)
+    }
+
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.file.write_all_at(buf, offset)
+    }
+
+    /// pwritev, continued after short writes.
+    fn write_all_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        let mut slices: Vec<io::IoSlice<'_>> = bufs.iter().map(|b| io::IoSlice::new(b)).collect();
+        let mut slices = &mut slices[..];
+        let mut at = offset;
+        while !slices.is_empty() {
+            let n = match rustix::io::pwritev(&self.file, slices, at) {
+                Ok(n) => n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if n == 0 {
+                return Err(io::Error::new(io::ErrorKind::WriteZero, "pwritev wrote 0"));
+            }
+            at += n as u64;
+            io::IoSlice::advance_slices(&mut slices, n);
+        }
+        Ok(())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn advise_random(&self) -> io::Result<()> {
+        rustix::fs::fadvise(&self.file, 0, None, rustix::fs::Advice::Random).map_err(Into::into)
+    }
+
+    fn drop_cache(&self) -> io::Result<()> {
+        rustix::fs::fadvise(&self.file, 0, None, rustix::fs::Advice::DontNeed).map_err(Into::into)
     }
 
     fn sync_data(&self) -> io::Result<()> {
@@ -171,6 +259,12 @@ impl Fs for StdFs {
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         Ok(Arc::new(StdFile { file }))
+    }
+
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
+        Ok(Arc::new(StdFile {
+            file: File::open(path)?,
+        }))
     }
 
     fn create(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {

@@ -1,5 +1,5 @@
 //! A simulated, in-memory file system that can lose power, for crash tests of anything
-//! written against the `fs::Fs` seam.
+//! written against the `Fs` seam (the log and the chunk store).
 //!
 //! Fault model: every write, size change, creation, rename and removal is volatile until
 //! synced: file contents by `sync_data`/`sync_all` of that file, names by `sync_dir` of their
@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::fs::{DirLock, Fs, FsFile};
+use crate::{DirLock, Fs, FsFile};
 
 /// The simulated file system. Cheap to clone; clones share the disk. A handle from `boot`
 /// belongs to one power-on: after a cut every call through it fails, like a process that
@@ -399,6 +399,15 @@ impl FsFile for SimFile {
             inode.current.resize(len as usize, 0);
             inode.pending.push(FileOp::SetLen(len));
         }
+        Ok(())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let mut s = self.state.lock();
+        s.mutate(self.generation)?;
+        let inode = s.inode(self.inode)?;
+        inode.current.resize(len as usize, 0);
+        inode.pending.push(FileOp::SetLen(len));
         Ok(())
     }
 
