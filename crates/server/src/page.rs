@@ -118,28 +118,25 @@ pub async fn stream(
     State(node): State<Arc<Node>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stopping = node.stopping();
-    let events = futures_util::stream::unfold(
-        (node, true),
-        move |(node, first)| {
-            let mut stopping = stopping.clone();
-            async move {
-                if !first {
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_millis(STREAM_INTERVAL_MS)) => {}
-                        _ = stopping.wait_for(|s| *s) => return None,
-                    }
+    let events = futures_util::stream::unfold((node, true), move |(node, first)| {
+        let mut stopping = stopping.clone();
+        async move {
+            if !first {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(STREAM_INTERVAL_MS)) => {}
+                    _ = stopping.wait_for(|s| *s) => return None,
                 }
-                if *stopping.borrow() {
-                    return None;
-                }
-                let event = Event::default()
-                    .event("status")
-                    .json_data(node.page_event())
-                    .unwrap_or_else(|e| Event::default().event("error").data(e.to_string()));
-                Some((Ok(event), (node, false)))
             }
-        },
-    );
+            if *stopping.borrow() {
+                return None;
+            }
+            let event = Event::default()
+                .event("status")
+                .json_data(node.page_event())
+                .unwrap_or_else(|e| Event::default().event("error").data(e.to_string()));
+            Some((Ok(event), (node, false)))
+        }
+    });
     Sse::new(events).keep_alive(KeepAlive::default())
 }
 
@@ -181,6 +178,8 @@ mod tests {
         assert!(p
             .dot
             .contains("\"log-tail\" -> \"follow-disk-0\" [label=\"depth 10 / 1024\"];"));
-        assert!(p.dot.contains("\"follow-memory\" [label=\"depth 0 / 1024\"]"));
+        assert!(p
+            .dot
+            .contains("\"follow-memory\" [label=\"depth 0 / 1024\"]"));
     }
 }

@@ -73,7 +73,10 @@ fn the_page_shows_what_the_api_says() {
                 v.as_str() == Some(want.as_str())
             })
             .await;
-        let blocker = status["truncation"]["held_back_by"].as_str().unwrap().to_owned();
+        let blocker = status["truncation"]["held_back_by"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         assert!(!blocker.is_empty());
         browser
             .wait_for("the truncation blocker", &text("blocker"), |v| {
