@@ -1,5 +1,5 @@
 //! The status page, opened in headless Chromium, shows what the API says: the durable
-//! index, a Memory View boot reaching done, riders appearing on the carousel and leaving,
+//! index, a Memory View boot's bar moving and reaching done, riders appearing on the carousel and leaving,
 //! the named truncation blocker, an error banner while the node is down and recovery when
 //! it comes back on the same address.
 //!
@@ -129,16 +129,32 @@ fn the_page_shows_what_the_api_says() {
     // It comes back on the same address: the Memory View boots again and the page recovers.
     config.http_listen = http_addr;
     config.grpc_listen = "127.0.0.1:0".parse().unwrap();
+    // Each 1 MiB batch of the boot pauses, so the boot lasts a few events of the stream.
+    fail::cfg("boot::batch", "sleep(150)").unwrap();
     let server = common::TestServer::start_in(dir, config);
     rt.block_on(async {
         browser
             .wait_for("the banner gone", BANNER, |v| v == false)
             .await;
+        let mut partial = Vec::new();
         browser
             .wait_for("the boot done", BOOT, |v: &Value| {
+                if v[0] == "booting" {
+                    partial.push(v[1].as_f64().unwrap());
+                }
                 v[0] == "done" && v[1] == 100.0
             })
             .await;
+        fail::remove("boot::batch");
+        partial.dedup();
+        assert!(
+            partial.iter().any(|p| *p > 0.0 && *p < 100.0),
+            "the boot's bar never showed partial progress: {partial:?}"
+        );
+        assert!(
+            partial.windows(2).all(|w| w[0] <= w[1]),
+            "the bar went backwards: {partial:?}"
+        );
         let api = server.http(None);
         let (_, status) = api.json(Method::GET, "/v1/status", None).await.unwrap();
         let want = status["log"]["durable_index"].to_string();

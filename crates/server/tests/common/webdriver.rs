@@ -107,7 +107,12 @@ impl Browser {
     }
 
     /// Poll `script` until `want` accepts its value; fails the test after `WAIT_MS_MAX`.
-    pub async fn wait_for(&self, what: &str, script: &str, want: impl Fn(&Value) -> bool) -> Value {
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        script: &str,
+        mut want: impl FnMut(&Value) -> bool,
+    ) -> Value {
         let started = Instant::now();
         loop {
             let v = self.eval(script).await;
