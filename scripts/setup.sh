@@ -7,6 +7,9 @@ need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 # RocksDB's bindings are generated with bindgen, which loads libclang.
 dpkg -s libclang-dev >/dev/null 2>&1 || need_apt+=(libclang-dev)
+# The status page's browser test drives headless Chromium through chromedriver.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive

@@ -128,6 +128,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/v1/multiget", post(multiget))
         .route("/v1/index/{name}", get(index_lookup))
         .route("/v1/status", get(status))
+        .route("/v1/status/stream", get(crate::page::stream))
         .route("/metrics", get(metrics))
         .route(
             "/v1/chunks/{id}",
@@ -150,6 +151,9 @@ pub fn router(node: Arc<Node>) -> Router {
             ApiError::not_found("not_found", "no such endpoint; see docs/api.md")
         })
         .layer(middleware::from_fn_with_state(node.clone(), authorize))
+        // The status page carries no data (it asks for the token itself): added after the
+        // token check, so that check does not apply to it.
+        .route("/", get(crate::page::index))
         .layer(middleware::from_fn(request_limits))
         .layer(middleware::from_fn_with_state(node.clone(), count_refusals))
         .with_state(node)

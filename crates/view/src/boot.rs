@@ -165,6 +165,8 @@ fn iterate_source<T>(
         progress
             .bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        // Lets a test slow a boot down enough to watch its progress.
+        fail::fail_point!("boot::batch");
         if done {
             progress.sources_done.fetch_add(1, Ordering::Relaxed);
             return Ok(acc);
