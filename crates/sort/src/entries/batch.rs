@@ -1,0 +1,237 @@
+//! An in-memory batch of encoded entries and its stable sort.
+//!
+//! Entries are kept in one byte arena in their bucket-file encoding (so a spill copies bytes
+//! as they are) with a small index of [`Slot`]s; sorting moves only the slots. The sort is
+//! stable, so equal keys stay in push order. With more than one thread the slots are sorted
+//! in chunks on scoped threads and merged, earlier chunks first on ties (still stable).
+
+use std::cmp::Ordering;
+
+/// Bytes of the frame header in front of every entry: key length (u32 LE), value length
+/// (u32 LE), CRC32C of key then value (u32 LE).
+pub(crate) const HEADER_BYTES: usize = 12;
+
+/// Memory one entry costs in the index, counted against the budget: the slot and the
+/// stable sort's scratch copy of it.
+pub(crate) const SLOT_BYTES: usize = 2 * std::mem::size_of::<Slot>();
+
+/// Where one entry lives in the arena, with the key's first 8 bytes (big-endian, zero
+/// padded) so most comparisons never touch the arena.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slot {
+    prefix: u64,
+    offset: usize,
+    key_len: u32,
+    value_len: u32,
+}
+
+/// Encoded entries in arrival order plus their (possibly sorted) index.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    bytes: Vec<u8>,
+    slots: Vec<Slot>,
+}
+
+/// Memory one entry of these lengths costs in a batch.
+pub(crate) fn cost_bytes(key_len: usize, value_len: usize) -> u64 {
+    (HEADER_BYTES + key_len + value_len + SLOT_BYTES) as u64
+}
+
+/// Appends one encoded entry (header, key, value) to `out`.
+pub(crate) fn encode(out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+    let mut crc = crc32c::crc32c(key);
+    crc = crc32c::crc32c_append(crc, value);
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+}
+
+/// A decoded frame header.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Header {
+    pub(crate) key_len: usize,
+    pub(crate) value_len: usize,
+    pub(crate) crc: u32,
+}
+
+impl Header {
+    pub(crate) fn decode(bytes: &[u8; HEADER_BYTES]) -> Header {
+        let word =
+            |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        Header {
+            key_len: word(0) as usize,
+            value_len: word(4) as usize,
+            crc: word(8),
+        }
+    }
+
+    pub(crate) fn body_bytes(&self) -> usize {
+        self.key_len + self.value_len
+    }
+
+    /// Whether `body` (key then value) matches the header's checksum.
+    pub(crate) fn verify(&self, body: &[u8]) -> bool {
+        crc32c::crc32c(body) == self.crc
+    }
+}
+
+fn prefix_of(key: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    let n = key.len().min(8);
+    word[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(word)
+}
+
+impl Batch {
+    /// Memory the batch costs against the budget.
+    pub(crate) fn cost_bytes(&self) -> u64 {
+        (self.bytes.len() + self.slots.len() * SLOT_BYTES) as u64
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub(crate) fn push(&mut self, key: &[u8], value: &[u8]) {
+        let offset = self.bytes.len();
+        encode(&mut self.bytes, key, value);
+        self.slots.push(Slot {
+            prefix: prefix_of(key),
+            offset,
+            key_len: key.len() as u32,
+            value_len: value.len() as u32,
+        });
+    }
+
+    /// Builds a batch from a whole bucket file's bytes; `Err(offset)` at the first frame
+    /// that is cut short or fails its checksum.
+    pub(crate) fn from_encoded(bytes: Vec<u8>) -> Result<Batch, u64> {
+        let mut slots = Vec::new();
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let Some(head) = bytes.get(at..at + HEADER_BYTES) else {
+                return Err(at as u64);
+            };
+            let header = Header::decode(head.try_into().expect("header slice"));
+            let body_at = at + HEADER_BYTES;
+            let Some(body) = bytes.get(body_at..body_at + header.body_bytes()) else {
+                return Err(at as u64);
+            };
+            if !header.verify(body) {
+                return Err(at as u64);
+            }
+            let key = &body[..header.key_len];
+            slots.push(Slot {
+                prefix: prefix_of(key),
+                offset: at,
+                key_len: header.key_len as u32,
+                value_len: header.value_len as u32,
+            });
+            at = body_at + header.body_bytes();
+        }
+        Ok(Batch { bytes, slots })
+    }
+
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
+        let s = self.slots[i];
+        let at = s.offset + HEADER_BYTES;
+        &self.bytes[at..at + s.key_len as usize]
+    }
+
+    pub(crate) fn value(&self, i: usize) -> &[u8] {
+        let s = self.slots[i];
+        let at = s.offset + HEADER_BYTES + s.key_len as usize;
+        &self.bytes[at..at + s.value_len as usize]
+    }
+
+    /// The entry's whole frame, as it goes into a bucket file.
+    pub(crate) fn encoded(&self, i: usize) -> &[u8] {
+        let s = self.slots[i];
+        &self.bytes[s.offset..s.offset + HEADER_BYTES + s.key_len as usize + s.value_len as usize]
+    }
+
+    fn compare(&self, a: &Slot, b: &Slot) -> Ordering {
+        a.prefix.cmp(&b.prefix).then_with(|| {
+            let ka = &self.bytes[a.offset + HEADER_BYTES..][..a.key_len as usize];
+            let kb = &self.bytes[b.offset + HEADER_BYTES..][..b.key_len as usize];
+            ka.cmp(kb)
+        })
+    }
+
+    /// Sorts the index by key, stably, on up to `threads` threads.
+    pub(crate) fn sort(&mut self, threads: usize) {
+        let mut slots = std::mem::take(&mut self.slots);
+        let threads = threads.clamp(1, 64);
+        // Below this many entries a thread costs more than it saves.
+        const PARALLEL_ENTRIES_MIN: usize = 1 << 16;
+        if threads == 1 || slots.len() < PARALLEL_ENTRIES_MIN {
+            slots.sort_by(|a, b| self.compare(a, b));
+        } else {
+            let chunk = slots.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                for part in slots.chunks_mut(chunk) {
+                    scope.spawn(|| part.sort_by(|a, b| self.compare(a, b)));
+                }
+            });
+            slots = self.merge_chunks(&slots, chunk);
+        }
+        self.slots = slots;
+    }
+
+    /// Merges sorted chunks of `chunk` slots; on equal keys the earlier chunk wins, which
+    /// keeps push order.
+    fn merge_chunks(&self, slots: &[Slot], chunk: usize) -> Vec<Slot> {
+        self.merge_owned(slots.chunks(chunk).map(<[Slot]>::to_vec).collect())
+    }
+
+    fn merge_owned(&self, mut runs: Vec<Vec<Slot>>) -> Vec<Slot> {
+        while runs.len() > 1 {
+            let mut next = Vec::with_capacity(runs.len().div_ceil(2));
+            let mut it = runs.into_iter();
+            while let Some(a) = it.next() {
+                match it.next() {
+                    Some(b) => next.push(self.merge_two(&a, &b)),
+                    None => next.push(a),
+                }
+            }
+            runs = next;
+        }
+        runs.pop().unwrap_or_default()
+    }
+
+    fn merge_two(&self, a: &[Slot], b: &[Slot]) -> Vec<Slot> {
+        let mut out = Vec::with_capacity(a.len() + b.len());
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            if self.compare(&b[j], &a[i]) == Ordering::Less {
+                out.push(b[j]);
+                j += 1;
+            } else {
+                out.push(a[i]);
+                i += 1;
+            }
+        }
+        out.extend_from_slice(&a[i..]);
+        out.extend_from_slice(&b[j..]);
+        out
+    }
+
+    /// Splitters for `buckets_max` buckets: distinct keys at even quantiles of the (sorted)
+    /// batch. At most `(buckets_max - 1) / 2` of them: each splitter brings a range bucket
+    /// below it and an equality bucket for itself.
+    pub(crate) fn splitters(&self, buckets_max: usize) -> Vec<Vec<u8>> {
+        let n = self.len();
+        let want = ((buckets_max.max(3) - 1) / 2).min(n);
+        let mut out: Vec<Vec<u8>> = Vec::with_capacity(want);
+        for q in 1..=want {
+            let i = (q * n / (want + 1)).min(n - 1);
+            let key = self.key(i);
+            if out.last().map(Vec::as_slice) != Some(key) {
+                out.push(key.to_vec());
+            }
+        }
+        out
+    }
+}

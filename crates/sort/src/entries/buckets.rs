@@ -1,0 +1,293 @@
+//! Bucket files: entries routed by key range into temporary files, and read back.
+//!
+//! A bucket file is a plain sequence of frames (see [`super::batch::encode`]): key length
+//! u32 LE, value length u32 LE, CRC32C of key then value u32 LE, key, value. No file header:
+//! the file is private to one sort and removed with its directory. Splitters `s_0 < … <
+//! s_{m-1}` give `2m + 1` buckets: bucket `2i` holds keys in `(s_{i-1}, s_i)`, bucket `2i + 1`
+//! holds keys equal to `s_i` (already in order: one key, push order), bucket `2m` keys above
+//! `s_{m-1}`. Each bucket keeps its own write buffer, dropped when parked.
+
+use std::fs::File;
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use super::batch::{Batch, Header, HEADER_BYTES, SLOT_BYTES};
+use super::Entry;
+use crate::SortError;
+
+/// What a bucket holds, which decides how pass two treats it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Keys in an open range: sorted in memory, or split again if too large.
+    Range,
+    /// One key only: already in order, streamed as it is.
+    Equal,
+}
+
+/// A finished bucket file waiting for pass two.
+#[derive(Debug)]
+pub(crate) struct Spilled {
+    pub(crate) path: PathBuf,
+    pub(crate) kind: Kind,
+    pub(crate) file_bytes: u64,
+    pub(crate) entries: u64,
+    /// 0 for buckets of the first spill, +1 for each split.
+    pub(crate) depth: u32,
+}
+
+impl Spilled {
+    /// Memory needed to sort this bucket in one batch.
+    pub(crate) fn sort_cost_bytes(&self) -> u64 {
+        self.file_bytes + self.entries * SLOT_BYTES as u64
+    }
+}
+
+/// Names temporary files inside the sort's private directory.
+#[derive(Debug)]
+pub(crate) struct TmpFiles {
+    dir: tempfile::TempDir,
+    next: u64,
+}
+
+impl TmpFiles {
+    pub(crate) fn new(parent: &Path) -> Result<TmpFiles, SortError> {
+        let dir = tempfile::Builder::new()
+            .prefix(".spindle-sort-")
+            .tempdir_in(parent)
+            .map_err(|source| SortError::TmpDir {
+                dir: parent.to_path_buf(),
+                source,
+            })?;
+        Ok(TmpFiles { dir, next: 0 })
+    }
+
+    pub(crate) fn next_path(&mut self) -> PathBuf {
+        self.next += 1;
+        self.dir.path().join(format!("bucket-{:06}", self.next))
+    }
+}
+
+#[derive(Debug)]
+struct Open {
+    path: PathBuf,
+    file: File,
+    buf: Vec<u8>,
+    file_bytes: u64,
+    entries: u64,
+}
+
+/// The buckets of one spill or split, being written.
+#[derive(Debug)]
+pub(crate) struct BucketSet {
+    splitters: Vec<Vec<u8>>,
+    buckets: Vec<Option<Open>>,
+    buffer_bytes: usize,
+    depth: u32,
+    /// Space the whole sort needs, for a full-disk message.
+    pub(crate) needed_bytes: u64,
+    pub(crate) written_bytes: u64,
+}
+
+impl BucketSet {
+    pub(crate) fn new(splitters: Vec<Vec<u8>>, buffer_bytes: usize, depth: u32) -> BucketSet {
+        let n = 2 * splitters.len() + 1;
+        BucketSet {
+            splitters,
+            buckets: (0..n).map(|_| None).collect(),
+            buffer_bytes: buffer_bytes.max(HEADER_BYTES),
+            depth,
+            needed_bytes: 0,
+            written_bytes: 0,
+        }
+    }
+
+    /// Which bucket a key belongs to.
+    pub(crate) fn route(&self, key: &[u8]) -> usize {
+        match self.splitters.binary_search_by(|s| s.as_slice().cmp(key)) {
+            Ok(i) => 2 * i + 1,
+            Err(i) => 2 * i,
+        }
+    }
+
+    /// Appends one encoded frame to bucket `b`.
+    pub(crate) fn write(
+        &mut self,
+        tmp: &mut TmpFiles,
+        b: usize,
+        frame: &[u8],
+    ) -> Result<(), SortError> {
+        let needed = self.needed_bytes;
+        if self.buckets[b].is_none() {
+            let path = tmp.next_path();
+            let file = File::create(&path).map_err(|e| SortError::write(&path, needed, e))?;
+            self.buckets[b] = Some(Open {
+                path,
+                file,
+                buf: Vec::new(),
+                file_bytes: 0,
+                entries: 0,
+            });
+        }
+        let open = self.buckets[b].as_mut().expect("bucket opened above");
+        if open.buf.len() + frame.len() > self.buffer_bytes {
+            flush(open, needed)?;
+        }
+        if frame.len() > self.buffer_bytes {
+            open.file
+                .write_all(frame)
+                .map_err(|e| SortError::write(&open.path, needed, e))?;
+        } else {
+            if open.buf.capacity() == 0 {
+                open.buf.reserve_exact(self.buffer_bytes);
+            }
+            open.buf.extend_from_slice(frame);
+        }
+        open.file_bytes += frame.len() as u64;
+        open.entries += 1;
+        self.written_bytes += frame.len() as u64;
+        Ok(())
+    }
+
+    /// Flushes bucket `b` and frees its buffer (it is reallocated on the next write).
+    pub(crate) fn park(&mut self, b: usize) -> Result<(), SortError> {
+        if let Some(open) = self.buckets[b].as_mut() {
+            flush(open, self.needed_bytes)?;
+            open.buf = Vec::new();
+        }
+        Ok(())
+    }
+
+    /// Writes every entry of a sorted batch: each bucket's entries are contiguous, so only
+    /// one buffer is held at a time.
+    pub(crate) fn write_sorted(
+        &mut self,
+        tmp: &mut TmpFiles,
+        batch: &Batch,
+    ) -> Result<(), SortError> {
+        let mut current = None;
+        for i in 0..batch.len() {
+            let b = self.route(batch.key(i));
+            if current != Some(b) {
+                if let Some(prev) = current {
+                    self.park(prev)?;
+                }
+                current = Some(b);
+            }
+            self.write(tmp, b, batch.encoded(i))?;
+        }
+        if let Some(prev) = current {
+            self.park(prev)?;
+        }
+        Ok(())
+    }
+
+    /// Writes every entry of a batch in its index order, through the buckets' buffers.
+    pub(crate) fn write_batch(
+        &mut self,
+        tmp: &mut TmpFiles,
+        batch: &Batch,
+    ) -> Result<(), SortError> {
+        for i in 0..batch.len() {
+            let b = self.route(batch.key(i));
+            self.write(tmp, b, batch.encoded(i))?;
+        }
+        Ok(())
+    }
+
+    /// Flushes and closes every bucket, returning the non-empty ones in key order.
+    pub(crate) fn finish(self) -> Result<Vec<Spilled>, SortError> {
+        let needed = self.needed_bytes;
+        let mut out = Vec::new();
+        for (b, open) in self.buckets.into_iter().enumerate() {
+            let Some(mut open) = open else { continue };
+            flush(&mut open, needed)?;
+            out.push(Spilled {
+                path: open.path,
+                kind: if b % 2 == 1 { Kind::Equal } else { Kind::Range },
+                file_bytes: open.file_bytes,
+                entries: open.entries,
+                depth: self.depth,
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn flush(open: &mut Open, needed_bytes: u64) -> Result<(), SortError> {
+    if !open.buf.is_empty() {
+        open.file
+            .write_all(&open.buf)
+            .map_err(|e| SortError::write(&open.path, needed_bytes, e))?;
+        open.buf.clear();
+    }
+    Ok(())
+}
+
+/// Reads a bucket file's frames one at a time, checking each.
+#[derive(Debug)]
+pub(crate) struct FrameReader {
+    path: PathBuf,
+    reader: BufReader<File>,
+    offset: u64,
+}
+
+impl FrameReader {
+    pub(crate) fn open(path: &Path, buffer_bytes: usize) -> Result<FrameReader, SortError> {
+        let file = File::open(path).map_err(|e| SortError::read(path, e))?;
+        Ok(FrameReader {
+            path: path.to_path_buf(),
+            reader: BufReader::with_capacity(buffer_bytes.max(HEADER_BYTES), file),
+            offset: 0,
+        })
+    }
+
+    /// The next `(key, value)`, or `None` at a clean end of file.
+    pub(crate) fn next_entry(&mut self) -> Result<Option<Entry>, SortError> {
+        let mut head = [0u8; HEADER_BYTES];
+        let got =
+            read_full(&mut self.reader, &mut head).map_err(|e| SortError::read(&self.path, e))?;
+        if got == 0 {
+            return Ok(None);
+        }
+        let corrupt = || SortError::Corrupt {
+            path: self.path.clone(),
+            offset: self.offset,
+        };
+        if got < HEADER_BYTES {
+            return Err(corrupt());
+        }
+        let header = Header::decode(&head);
+        let mut body = vec![0u8; header.body_bytes()];
+        let got =
+            read_full(&mut self.reader, &mut body).map_err(|e| SortError::read(&self.path, e))?;
+        if got < body.len() || !header.verify(&body) {
+            return Err(corrupt());
+        }
+        self.offset += (HEADER_BYTES + body.len()) as u64;
+        let value = body.split_off(header.key_len);
+        Ok(Some((body, value)))
+    }
+}
+
+/// Reads until `buf` is full or the end of file; returns how many bytes were read.
+fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut at = 0;
+    while at < buf.len() {
+        match reader.read(&mut buf[at..]) {
+            Ok(0) => break,
+            Ok(n) => at += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(at)
+}
+
+/// Reads a whole bucket file into a batch (checked frame by frame).
+pub(crate) fn read_batch(bucket: &Spilled) -> Result<Batch, SortError> {
+    let bytes = std::fs::read(&bucket.path).map_err(|e| SortError::read(&bucket.path, e))?;
+    Batch::from_encoded(bytes).map_err(|offset| SortError::Corrupt {
+        path: bucket.path.clone(),
+        offset,
+    })
+}

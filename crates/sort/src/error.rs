@@ -1,0 +1,80 @@
+//! The sort's error enum: every variant carries the path or sizes a user needs to act.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in a sort. A full disk is its own variant ([`SortError::NoSpace`])
+/// so callers can tell the user how much space the sort needs.
+#[derive(Debug, thiserror::Error)]
+pub enum SortError {
+    /// The memory budget cannot hold the sort's fixed buffers.
+    #[error("memory budget of {memory_bytes} bytes is too small: the sort needs at least {min_bytes} bytes")]
+    MemoryTooSmall { memory_bytes: u64, min_bytes: u64 },
+    /// One entry is larger than the sort can hold next to its buffers.
+    #[error("entry of {bytes} bytes is larger than the limit of {limit_bytes} bytes (1/8 of the memory budget)")]
+    EntryTooLarge { bytes: u64, limit_bytes: u64 },
+    /// The private temporary directory could not be created.
+    #[error("cannot create a temporary directory in {dir}: {source}")]
+    TmpDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// The disk holding temporary files (or the output) is full. Temporary files are removed
+    /// when the error reaches the caller.
+    #[error(
+        "no space left on device while writing {path}: the sort needs about {needed_bytes} bytes \
+         free (about 2x its input); its temporary files were removed"
+    )]
+    NoSpace { path: PathBuf, needed_bytes: u64 },
+    /// A write failed for another reason.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A read failed.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A temporary file did not read back as written (checksum or framing).
+    #[error("temporary file {path} is corrupt at offset {offset}")]
+    Corrupt { path: PathBuf, offset: u64 },
+}
+
+impl SortError {
+    /// Maps a write error, telling a full disk apart. `needed_bytes` is the space the whole
+    /// sort needs, for the message.
+    pub(crate) fn write(
+        path: impl Into<PathBuf>,
+        needed_bytes: u64,
+        source: std::io::Error,
+    ) -> Self {
+        let path = path.into();
+        if is_no_space(&source) {
+            SortError::NoSpace { path, needed_bytes }
+        } else {
+            SortError::Write { path, source }
+        }
+    }
+
+    /// Maps a read error.
+    pub(crate) fn read(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        SortError::Read {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Whether this error is a full disk.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, SortError::NoSpace { .. })
+    }
+}
+
+/// Whether an I/O error means the device is full (ENOSPC, or EDQUOT for a quota).
+pub(crate) fn is_no_space(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull
+        || e.kind() == std::io::ErrorKind::QuotaExceeded
+        || e.raw_os_error() == Some(libc::ENOSPC)
+}
