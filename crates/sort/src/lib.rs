@@ -8,6 +8,7 @@
 //! removed on drop and on error.
 //!
 //! - [`entries`]: variable-length `(key, value)` entries, for bulk loads.
+//! - [`import`]: `spindle import`, the offline bulk load of a new data directory.
 //!
 //! See `docs/sort.md` for the bucket file format, the passes and the memory budget.
 
@@ -15,5 +16,6 @@
 
 pub mod entries;
 mod error;
+pub mod import;
 
 pub use error::SortError;

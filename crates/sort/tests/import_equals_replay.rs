@@ -43,7 +43,7 @@ fn memory_view(views: &[DiskView]) -> MemoryView {
         range: Partition::ALL,
         role: Role::Iteration,
         head: views[0].applied_index(),
-        lag_records_max: 0,
+        lag_records_max: u64::MAX,
     };
     let plan = select(&catalog, &request).unwrap();
     let view_of = |id: &str| views.get(id.strip_prefix("disk")?.parse::<usize>().ok()?);
@@ -69,6 +69,13 @@ fn check(seed: u64, lines: usize, items: u64, partitions: u64, files: usize) {
     assert_eq!(report.records, lines as u64);
     assert_eq!(report.last_index, Index::new(lines as u64));
     assert_eq!(report.partition_entries.iter().sum::<u64>(), lines as u64);
+    if lines > 1000 {
+        assert!(
+            report.sort.passes >= 2,
+            "the sort spilled: {:?}",
+            report.sort
+        );
+    }
     load_normally(&normal, partitions, &writes);
 
     assert_eq!(log_records(&imported), log_records(&normal), "seed {seed}");

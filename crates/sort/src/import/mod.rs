@@ -28,7 +28,7 @@ use spindle_log::{FileLog, LogConfig, SyncMode};
 use spindle_view::disk_ingest::{disk_view_dir, IMPORT_MARKER_FILE};
 use spindle_view::{keys, DiskView};
 
-use crate::entries::{EntrySortOptions, EntrySorter};
+use crate::entries::{EntrySortOptions, EntrySorter, SortStats};
 use parse::{Line, LineReader};
 
 /// Encoded log bytes handed to the log writer per submission (one group commit, one sync).
@@ -170,6 +170,8 @@ pub struct ImportReport {
     pub partition_entries: Vec<u64>,
     /// Bytes of table files written.
     pub table_bytes: u64,
+    /// What the sort did (passes over the entries, bytes spilled to its bucket files).
+    pub sort: SortStats,
     /// Seconds per phase (parse and log overlap; their time is the same pass).
     pub phase_seconds: Vec<(Phase, f64)>,
 }
@@ -225,6 +227,7 @@ pub fn import(
     let phase = Instant::now();
     progress.start(Phase::Sort, Some(report.records));
     let sorted = sorter.finish()?;
+    report.sort = sorted.stats();
     progress.end(Phase::Sort);
     report
         .phase_seconds

@@ -87,7 +87,7 @@ pub fn options(data: &Path, partitions: u64) -> ImportOptions {
     ImportOptions {
         data_dir: data.to_path_buf(),
         disk_partitions: partitions,
-        sort_memory_bytes: 1 << 20,
+        sort_memory_bytes: 64 << 10,
         tmp_dir: None,
         threads: 2,
         skip_bad: false,
