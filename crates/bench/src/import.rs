@@ -171,6 +171,7 @@ fn measure_log_only(a: &Args, base: &Path, input: &Path) -> anyhow::Result<f64> 
         tmp_dir: None,
         threads: 1,
         skip_bad: false,
+        parse_chunk_bytes: spindle_sort::import::PARSE_CHUNK_BYTES,
         log_only: true,
     };
     let start = Instant::now();

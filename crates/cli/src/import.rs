@@ -121,6 +121,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         tmp_dir: args.tmp.clone(),
         threads: args.threads,
         skip_bad: args.skip_bad,
+        parse_chunk_bytes: spindle_sort::import::PARSE_CHUNK_BYTES,
         log_only: false,
     };
     let bars = Bars::new();

@@ -20,7 +20,8 @@ pub mod tables;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::sync_channel;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use spindle_core::{Index, Partition, Transaction};
@@ -29,10 +30,12 @@ use spindle_view::disk_ingest::{disk_view_dir, IMPORT_MARKER_FILE};
 use spindle_view::{keys, DiskView};
 
 use crate::entries::{EntrySortOptions, EntrySorter, SortStats};
-use parse::{Line, LineReader};
+use parse::{Chunk, Line, LineReader};
 
 /// Encoded log bytes handed to the log writer per submission (one group commit, one sync).
 pub const LOG_BATCH_BYTES_MAX: usize = 16 << 20;
+/// Bytes of input lines handed to a parser thread at a time, by default.
+pub const PARSE_CHUNK_BYTES: usize = 1 << 20;
 /// Submissions parsed ahead of the log writer.
 pub const LOG_BATCHES_AHEAD_MAX: usize = 2;
 
@@ -148,6 +151,8 @@ pub struct ImportOptions {
     pub threads: usize,
     /// Count and skip bad lines instead of stopping at the first.
     pub skip_bad: bool,
+    /// Bytes of input lines handed to a parser thread at a time (`PARSE_CHUNK_BYTES`).
+    pub parse_chunk_bytes: usize,
     /// Write only the log (no sort, no views): the log-only cost, for `spindle bench import`.
     /// The directory keeps its marker, so it is never served.
     pub log_only: bool,
@@ -375,7 +380,7 @@ fn parse_and_log(
             }
             Ok(next.prev())
         });
-        let parsed = parse_all(inputs, opts.skip_bad, &mut sorter, report, progress, &tx);
+        let parsed = parse_all(inputs, opts, &mut sorter, report, progress, &tx);
         drop(tx);
         let logged = writer.join().expect("the log thread panicked");
         parsed.and(logged)
@@ -394,26 +399,77 @@ fn parse_and_log(
     Ok(())
 }
 
+/// Read the inputs on a reader thread, parse chunks of lines on `threads` parser threads,
+/// and take the parsed lines here in input order: number them, push their Disk View entries
+/// into the sorter, and hand them to the log thread in batches.
 fn parse_all(
     inputs: &[PathBuf],
+    opts: &ImportOptions,
+    sorter: &mut Option<&mut EntrySorter>,
+    report: &mut ImportReport,
+    progress: &dyn Progress,
+    log: &SyncSender<Vec<Transaction>>,
+) -> Result<(), ImportError> {
+    let threads = opts.threads.max(1);
+    let (work_tx, work_rx) = sync_channel::<(Chunk, SyncSender<Vec<Line>>)>(threads);
+    let work_rx = Mutex::new(work_rx);
+    std::thread::scope(|s| {
+        // Each chunk's result, in input order, with the input bytes read once it is done.
+        let (order_tx, order_rx) = sync_channel::<(Receiver<Vec<Line>>, u64)>(2 * threads);
+        for _ in 0..threads {
+            let work_rx = &work_rx;
+            s.spawn(move || loop {
+                let job = work_rx.lock().expect("a parser panicked").recv();
+                let Ok((chunk, done)) = job else { return };
+                let _ = done.send(chunk.parse());
+            });
+        }
+        let reader = s.spawn(move || -> Result<u64, ImportError> {
+            let mut before = 0;
+            for path in inputs {
+                let file = File::open(path).map_err(|source| ImportError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                let mut reader = LineReader::new(path, BufReader::with_capacity(1 << 20, file));
+                while let Some(chunk) = reader.next_chunk(opts.parse_chunk_bytes.max(1))? {
+                    let (done_tx, done_rx) = sync_channel(1);
+                    let read = before + chunk.bytes_end;
+                    // Either send fails only once the consumer stopped on an error.
+                    if order_tx.send((done_rx, read)).is_err()
+                        || work_tx.send((chunk, done_tx)).is_err()
+                    {
+                        return Ok(read);
+                    }
+                }
+                before += reader.bytes;
+            }
+            Ok(before)
+        });
+        let consumed = consume(order_rx, opts.skip_bad, sorter, report, progress, log);
+        let read = reader.join().expect("the reader panicked");
+        consumed?;
+        report.input_bytes = read?;
+        progress.set(Phase::Parse, report.input_bytes);
+        Ok(())
+    })
+}
+
+fn consume(
+    chunks: Receiver<(Receiver<Vec<Line>>, u64)>,
     skip_bad: bool,
     sorter: &mut Option<&mut EntrySorter>,
     report: &mut ImportReport,
     progress: &dyn Progress,
-    log: &std::sync::mpsc::SyncSender<Vec<Transaction>>,
+    log: &SyncSender<Vec<Transaction>>,
 ) -> Result<(), ImportError> {
     let mut batch = Vec::new();
     let mut batch_bytes = 0;
     let mut key_buf = Vec::new();
     let mut value_buf = Vec::new();
-    let mut bytes_before = 0;
-    for path in inputs {
-        let file = File::open(path).map_err(|source| ImportError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let mut reader = LineReader::new(path, BufReader::with_capacity(1 << 20, file));
-        while let Some(line) = reader.next_line()? {
+    for (done, read) in chunks {
+        let lines = done.recv().expect("a parser thread died");
+        for line in lines {
             let (key, value) = match line {
                 Line::Write(key, value) => (key, value),
                 Line::Bad(e) if skip_bad => {
@@ -441,17 +497,14 @@ fn parse_all(
                     // The log thread stopped on an error; it reports it.
                     return Ok(());
                 }
-                progress.set(Phase::Parse, bytes_before + reader.bytes);
-                progress.set(Phase::Sort, report.records);
             }
         }
-        bytes_before += reader.bytes;
+        progress.set(Phase::Parse, read);
+        progress.set(Phase::Sort, report.records);
     }
     if !batch.is_empty() {
         let _ = log.send(batch);
     }
-    report.input_bytes = bytes_before;
-    progress.set(Phase::Parse, bytes_before);
     progress.set(Phase::Sort, report.records);
     Ok(())
 }

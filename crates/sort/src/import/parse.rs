@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use spindle_core::{ItemKey, Transaction, Value};
+use spindle_core::record::encoded_payload_len;
+use spindle_core::{InputError, ItemKey, Value, RECORD_BYTES_MAX};
 
 use super::ImportError;
 
@@ -45,10 +46,16 @@ pub fn parse_line(line: &[u8]) -> Result<(ItemKey, Value), String> {
             Value::json(v.get()).map_err(|e| e.to_string())?
         }
     };
-    // The record bound, exactly as the log checks it.
-    Transaction::single(w.item.clone(), value.clone())
-        .validate()
-        .map_err(|e| e.to_string())?;
+    // The record bound, as the log checks it (`Transaction::validate`).
+    let len = encoded_payload_len(&w.item, &value);
+    if len > RECORD_BYTES_MAX {
+        return Err(InputError::RecordTooLarge {
+            item: w.item.to_string(),
+            len,
+            max: RECORD_BYTES_MAX,
+        }
+        .to_string());
+    }
     Ok((w.item, value))
 }
 
@@ -61,6 +68,44 @@ pub struct LineReader<R> {
     buf: Vec<u8>,
     /// Bytes read so far (for progress).
     pub bytes: u64,
+}
+
+/// Lines read but not parsed yet, for a parser thread.
+#[derive(Debug)]
+pub struct Chunk {
+    pub file: PathBuf,
+    pub text: Vec<u8>,
+    /// Each line's number and its bytes in `text` (`None`: over `LINE_BYTES_MAX`).
+    pub lines: Vec<(u64, Option<std::ops::Range<usize>>)>,
+    /// The file's bytes read once this chunk was read.
+    pub bytes_end: u64,
+}
+
+impl Chunk {
+    /// Parse every line, in order.
+    pub fn parse(&self) -> Vec<Line> {
+        self.lines
+            .iter()
+            .map(|(line, range)| {
+                let parsed = match range {
+                    Some(r) => parse_line(&self.text[r.clone()]),
+                    None => Err(too_long()),
+                };
+                match parsed {
+                    Ok((key, value)) => Line::Write(key, value),
+                    Err(reason) => Line::Bad(ImportError::BadLine {
+                        file: self.file.clone(),
+                        line: *line,
+                        reason,
+                    }),
+                }
+            })
+            .collect()
+    }
+}
+
+fn too_long() -> String {
+    format!("longer than {LINE_BYTES_MAX} bytes")
 }
 
 /// What the next line held.
@@ -85,6 +130,19 @@ impl<R: BufRead> LineReader<R> {
     /// The next write, `Line::Bad` for a bad line, `None` at the end of the file. An I/O
     /// error is an error.
     pub fn next_line(&mut self) -> Result<Option<Line>, ImportError> {
+        Ok(match self.next_raw()? {
+            None => None,
+            Some(None) => Some(Line::Bad(self.bad(too_long()))),
+            Some(Some(())) => Some(match parse_line(self.buf.trim_ascii()) {
+                Ok((key, value)) => Line::Write(key, value),
+                Err(reason) => Line::Bad(self.bad(reason)),
+            }),
+        })
+    }
+
+    /// Read the next non-blank line into the buffer without parsing it: `Some(Some(()))`,
+    /// `Some(None)` for a line over `LINE_BYTES_MAX` (skipped), `None` at the end.
+    fn next_raw(&mut self) -> Result<Option<Option<()>>, ImportError> {
         loop {
             self.buf.clear();
             let n = <&mut R as std::io::Read>::take(&mut self.input, LINE_BYTES_MAX as u64 + 1)
@@ -99,43 +157,63 @@ impl<R: BufRead> LineReader<R> {
             self.bytes += n as u64;
             self.line_no += 1;
             if self.buf.len() > LINE_BYTES_MAX && self.buf.last() != Some(&b'\n') {
-                // Skip the rest of the over-long line.
-                let mut rest = 0u64;
-                loop {
-                    let chunk = self.input.fill_buf().map_err(|source| ImportError::Io {
-                        path: self.path.clone(),
-                        source,
-                    })?;
-                    if chunk.is_empty() {
-                        break;
-                    }
-                    match chunk.iter().position(|&b| b == b'\n') {
-                        Some(at) => {
-                            self.input.consume(at + 1);
-                            rest += at as u64 + 1;
-                            break;
-                        }
-                        None => {
-                            let len = chunk.len();
-                            self.input.consume(len);
-                            rest += len as u64;
-                        }
-                    }
-                }
-                self.bytes += rest;
-                return Ok(Some(Line::Bad(
-                    self.bad(format!("longer than {LINE_BYTES_MAX} bytes")),
-                )));
+                self.skip_rest_of_line()?;
+                return Ok(Some(None));
             }
-            let line = self.buf.trim_ascii();
-            if line.is_empty() {
-                continue;
+            if !self.buf.trim_ascii().is_empty() {
+                return Ok(Some(Some(())));
             }
-            return Ok(Some(match parse_line(line) {
-                Ok((key, value)) => Line::Write(key, value),
-                Err(reason) => Line::Bad(self.bad(reason)),
-            }));
         }
+    }
+
+    fn skip_rest_of_line(&mut self) -> Result<(), ImportError> {
+        loop {
+            let chunk = self.input.fill_buf().map_err(|source| ImportError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            match chunk.iter().position(|&b| b == b'\n') {
+                Some(at) => {
+                    self.input.consume(at + 1);
+                    self.bytes += at as u64 + 1;
+                    return Ok(());
+                }
+                None => {
+                    let len = chunk.len();
+                    self.input.consume(len);
+                    self.bytes += len as u64;
+                }
+            }
+        }
+    }
+
+    /// Read up to about `bytes_max` of lines into a chunk for a parser thread; `None` at
+    /// the end of the file.
+    pub fn next_chunk(&mut self, bytes_max: usize) -> Result<Option<Chunk>, ImportError> {
+        let mut chunk = Chunk {
+            file: self.path.clone(),
+            text: Vec::with_capacity(bytes_max + 4096),
+            lines: Vec::new(),
+            bytes_end: 0,
+        };
+        while chunk.text.len() < bytes_max {
+            match self.next_raw()? {
+                None => break,
+                Some(None) => chunk.lines.push((self.line_no, None)),
+                Some(Some(())) => {
+                    let start = chunk.text.len();
+                    chunk.text.extend_from_slice(self.buf.trim_ascii());
+                    chunk
+                        .lines
+                        .push((self.line_no, Some(start..chunk.text.len())));
+                }
+            }
+        }
+        chunk.bytes_end = self.bytes;
+        Ok((!chunk.lines.is_empty()).then_some(chunk))
     }
 
     fn bad(&self, reason: String) -> ImportError {
@@ -200,5 +278,16 @@ mod tests {
         }
         assert!(r.next_line().unwrap().is_none());
         assert_eq!(r.bytes, input.len() as u64);
+
+        let mut r = LineReader::new(Path::new("in.jsonl"), &input[..]);
+        let chunk = r.next_chunk(1 << 20).unwrap().unwrap();
+        let lines = chunk.parse();
+        assert!(matches!(lines[0], Line::Write(..)));
+        assert!(matches!(
+            lines[1],
+            Line::Bad(ImportError::BadLine { line: 4, .. })
+        ));
+        assert_eq!((lines.len(), chunk.bytes_end), (2, input.len() as u64));
+        assert!(r.next_chunk(1 << 20).unwrap().is_none());
     }
 }

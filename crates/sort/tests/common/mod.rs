@@ -91,6 +91,7 @@ pub fn options(data: &Path, partitions: u64) -> ImportOptions {
         tmp_dir: None,
         threads: 2,
         skip_bad: false,
+        parse_chunk_bytes: 4 << 10,
         log_only: false,
     }
 }
