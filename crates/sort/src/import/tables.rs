@@ -86,7 +86,7 @@ where
         tables.entries[p as usize] += 1;
         written += 1;
         last_key = key;
-        if written % 65_536 == 0 {
+        if written.is_multiple_of(65_536) {
             progress(written);
         }
     }

@@ -34,7 +34,7 @@ pub fn pool_item(k: u64) -> ItemKey {
         1 => format!("ü{k}"),
         _ => format!("n{k}"),
     };
-    if k % 3 == 0 {
+    if k.is_multiple_of(3) {
         ItemKey::node(id(k)).unwrap()
     } else {
         ItemKey::edge(id(k / 3), "l", id(k * 7 + 1)).unwrap()
