@@ -10,3 +10,4 @@ pub mod log;
 pub mod report;
 pub mod ring;
 pub mod serve_child;
+pub mod sort;

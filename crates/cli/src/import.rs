@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     disk_partitions: u64,
     /// The sorter's memory budget in bytes (suffixes KiB, MiB, GiB).
-    #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
+    #[arg(long, default_value = "1GiB", value_parser = spindle_sort::parse_bytes)]
     memory: u64,
     /// The sorter's temporary directory (default: inside the data directory).
     #[arg(long)]
@@ -31,25 +31,6 @@ pub struct Args {
     /// JSON-lines files, one write per line (`spindle gen` output), imported in order.
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
-}
-
-/// `256MiB`, `4GiB`, `1000`.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?} is not a byte count like 256MiB"))?;
-    let shift = match unit.trim() {
-        "" | "B" => 0,
-        "K" | "KiB" => 10,
-        "M" | "MiB" => 20,
-        "G" | "GiB" => 30,
-        other => return Err(format!("unknown unit {other:?} (use KiB, MiB or GiB)")),
-    };
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("{s:?} is too large"))
 }
 
 /// One indicatif bar per phase.
@@ -150,18 +131,4 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn byte_counts_take_binary_units() {
-        assert_eq!(parse_bytes("256MiB"), Ok(256 << 20));
-        assert_eq!(parse_bytes("4GiB"), Ok(4 << 30));
-        assert_eq!(parse_bytes("1000"), Ok(1000));
-        assert!(parse_bytes("12XB").is_err());
-        assert!(parse_bytes("MiB").is_err());
-    }
 }

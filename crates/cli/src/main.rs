@@ -8,6 +8,7 @@ mod inspect_chunks;
 mod load;
 mod ride;
 mod serve;
+mod sort;
 mod status;
 mod torture;
 
@@ -52,6 +53,10 @@ enum Command {
         #[command(subcommand)]
         scenario: Scenario,
     },
+    /// Sort a file of 100-byte records (Sort Benchmark format) in bounded memory, or --check one.
+    Sort(sort::SortArgs),
+    /// Write Sort Benchmark records (binary or --ascii, optionally --skew) for `spindle sort`.
+    GenRecords(sort::GenRecordsArgs),
     /// Crash trials: drive a `spindle serve` child, SIGKILL it at random, restart, verify.
     Torture(torture::Args),
     /// Verify a log directory offline: segments, index ranges, torn tail, corruption.
@@ -78,6 +83,8 @@ enum Scenario {
     Carousel(spindle_bench::carousel::Args),
     /// Offline import against `spindle load` into a running node and the log-only cost.
     Import(spindle_bench::import::Args),
+    /// External sort: `spindle sort` against GNU sort and the device's 2R+2W copy time.
+    Sort(spindle_bench::sort::Args),
 }
 
 fn main() -> ExitCode {
@@ -101,6 +108,7 @@ fn main() -> ExitCode {
                 spindle_bench::carousel::run(&args).map(|()| ExitCode::SUCCESS)
             }
             Scenario::Import(args) => spindle_bench::import::run(&args).map(|()| ExitCode::SUCCESS),
+            Scenario::Sort(args) => spindle_bench::sort::run(&args).map(|()| ExitCode::SUCCESS),
         },
         Command::Inspect { dir, json } => inspect::run(&dir, json),
         Command::Serve(args) => serve::run(&args),
@@ -110,6 +118,8 @@ fn main() -> ExitCode {
         Command::Gen(args) => load::gen(&args),
         Command::Status(args) => status::run(&args),
         Command::Torture(args) => torture::run(&args),
+        Command::Sort(args) => sort::run(&args),
+        Command::GenRecords(args) => sort::gen_records(&args),
     };
     match result {
         Ok(code) => code,

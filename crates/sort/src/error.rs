@@ -37,6 +37,37 @@ pub enum SortError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The input file cannot be opened or its size read.
+    #[error("cannot open input {path}: {source}")]
+    Input {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The input is not a whole number of records.
+    #[error("input {path} is {bytes} bytes, not a multiple of the {record_bytes}-byte record")]
+    BadLength {
+        path: PathBuf,
+        bytes: u64,
+        record_bytes: u64,
+    },
+    /// The input ended before the length it had when the sort started.
+    #[error(
+        "input {path} changed during the sort: expected {expected_bytes} bytes, read {read_bytes}"
+    )]
+    InputChanged {
+        path: PathBuf,
+        expected_bytes: u64,
+        read_bytes: u64,
+    },
+    /// Splitting an oversized bucket made no progress (its keys defeat the sampler).
+    #[error(
+        "bucket of {bytes} bytes could not be split below the memory budget after {depth} splits"
+    )]
+    SplitStalled { bytes: u64, depth: u32 },
+    /// A stage stopped because another one failed; replaced by that stage's error before
+    /// it reaches the caller.
+    #[error("sort stopped because another stage failed")]
+    Stopped,
     /// A temporary file did not read back as written (checksum or framing).
     #[error("temporary file {path} is corrupt at offset {offset}")]
     Corrupt { path: PathBuf, offset: u64 },

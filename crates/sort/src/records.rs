@@ -1,0 +1,404 @@
+//! `spindle sort`: the Sort Benchmark's 100-byte records (10-byte key first, compared as
+//! unsigned bytes), binary or ASCII alike, in two reads and two writes per record.
+//!
+//! Input that fits the memory budget is read once into one arena, radix sorted and written
+//! once. Larger input takes two passes: pass one samples keys across the file, chooses
+//! splitters, and streams every record into a bucket file by key range (reader thread →
+//! read ring → bucketing thread → write ring → writer thread). Pass two reads each bucket
+//! into an arena (the reader stays one bucket ahead), radix sorts it and streams it to its
+//! place in the output; one-key buckets are copied as they are. A range bucket larger than
+//! an arena is split again before pass two, never sorted with more memory. The output is
+//! written under a temporary name, synced and renamed; on any error the temporary output
+//! and bucket files are removed. See `docs/sort.md`.
+
+mod aligned;
+pub mod check;
+pub mod gen;
+mod plan;
+pub mod procio;
+mod radix;
+mod split;
+mod stages;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+pub use plan::RECORD_MEMORY_MIN_BYTES;
+use plan::{Mode, Plan};
+pub use procio::IoCounters;
+use split::{Bucket, DistributeOpts};
+use stages::{ReadTask, Stage};
+
+use crate::SortError;
+
+/// Bytes per record.
+pub const RECORD_BYTES: usize = 100;
+/// Bytes of the key at the start of each record.
+pub const KEY_BYTES: usize = 10;
+
+/// Splits of one bucket before giving up (each split needs a skew the sample missed).
+const SPLIT_DEPTH_MAX: u32 = 8;
+
+/// How a record sort may use memory, disk and threads.
+#[derive(Debug, Clone)]
+pub struct RecordSortOptions {
+    /// Working memory: buffers, arenas and the sort's arrays, all sized up front.
+    pub memory_bytes: u64,
+    /// Directory for bucket files (default: next to the output).
+    pub tmp_dir: Option<PathBuf>,
+    /// Threads for the in-memory radix sort.
+    pub threads: usize,
+    /// O_DIRECT for the large sequential reads and writes.
+    pub direct: bool,
+}
+
+/// Where a running sort is, for progress bars.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub phase: &'static str,
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// One phase of a finished sort.
+#[derive(Debug, Clone)]
+pub struct PhaseReport {
+    pub name: &'static str,
+    pub seconds: f64,
+    /// Input bytes the phase moved (for MB/s).
+    pub bytes: u64,
+    /// `/proc/self/io` counts during the phase.
+    pub io: IoCounters,
+}
+
+/// What a finished sort did.
+#[derive(Debug, Clone)]
+pub struct RecordSortReport {
+    pub input_bytes: u64,
+    pub records: u64,
+    /// Reads of the most-read record: 1 in memory, 2 external, +1 per split level.
+    pub passes: u32,
+    pub buckets: usize,
+    pub splits: usize,
+    pub phases: Vec<PhaseReport>,
+}
+
+/// Times phases and reads the I/O counters at their edges.
+struct Phases {
+    list: Vec<PhaseReport>,
+    start: Instant,
+    io: IoCounters,
+}
+
+impl Phases {
+    fn new() -> Phases {
+        Phases {
+            list: Vec::new(),
+            start: Instant::now(),
+            io: IoCounters::now(),
+        }
+    }
+
+    fn end(&mut self, name: &'static str, bytes: u64) {
+        let io = IoCounters::now();
+        self.list.push(PhaseReport {
+            name,
+            seconds: self.start.elapsed().as_secs_f64(),
+            bytes,
+            io: io.since(&self.io),
+        });
+        self.start = Instant::now();
+        self.io = io;
+    }
+}
+
+/// Removes the temporary output unless the sort finished.
+struct OutputGuard {
+    tmp: PathBuf,
+    done: bool,
+}
+
+impl Drop for OutputGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Sorts the records of `input` into `output`. `output` appears only when the sort has
+/// succeeded (written under a temporary name, synced, renamed).
+pub fn sort_file(
+    input: &Path,
+    output: &Path,
+    opts: &RecordSortOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<RecordSortReport, SortError> {
+    let input_bytes = std::fs::metadata(input)
+        .map_err(|source| SortError::Input {
+            path: input.to_path_buf(),
+            source,
+        })?
+        .len();
+    std::fs::File::open(input).map_err(|source| SortError::Input {
+        path: input.to_path_buf(),
+        source,
+    })?;
+    if input_bytes % RECORD_BYTES as u64 != 0 {
+        return Err(SortError::BadLength {
+            path: input.to_path_buf(),
+            bytes: input_bytes,
+            record_bytes: RECORD_BYTES as u64,
+        });
+    }
+    let plan = plan::plan(input_bytes, opts.memory_bytes)?;
+    let out_dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut guard = OutputGuard {
+        tmp: out_dir.join(format!(".{name}.spindle-sort-{}", std::process::id())),
+        done: false,
+    };
+    let needed_bytes = 2 * input_bytes;
+    let mut phases = Phases::new();
+    let whole = ReadTask {
+        path: input.to_path_buf(),
+        bytes: input_bytes,
+        presorted: false,
+    };
+    let mut report = RecordSortReport {
+        input_bytes,
+        records: input_bytes / RECORD_BYTES as u64,
+        passes: 1,
+        buckets: 0,
+        splits: 0,
+        phases: Vec::new(),
+    };
+    match plan.mode {
+        Mode::InMemory => {
+            emit(
+                &[whole],
+                &guard.tmp,
+                &plan,
+                opts,
+                1,
+                needed_bytes,
+                progress,
+                &mut phases,
+            )?;
+        }
+        Mode::External {
+            ranges,
+            stage_bytes,
+        } => {
+            let tmp_parent = opts.tmp_dir.clone().unwrap_or(out_dir);
+            let tmp = tempfile::Builder::new()
+                .prefix(".spindle-sort-")
+                .tempdir_in(&tmp_parent)
+                .map_err(|source| SortError::TmpDir {
+                    dir: tmp_parent.clone(),
+                    source,
+                })?;
+            let mut d = DistributeOpts {
+                tmp_dir: tmp.path(),
+                first_file: 0,
+                ranges,
+                chunk_bytes: plan.chunk_bytes,
+                stage_bytes,
+                direct: opts.direct,
+                needed_bytes,
+                depth: 0,
+            };
+            let buckets = split::distribute(&whole, &d, progress)?;
+            phases.end("pass 1: read, bucket, write", input_bytes);
+            let mut next_file = buckets.len() + ranges * 2 + 1;
+            let (buckets, splits) =
+                split_oversized(buckets, &plan, &mut d, &mut next_file, progress)?;
+            report.passes = 2 + buckets.iter().map(|b| b.depth).max().unwrap_or(0);
+            report.splits = splits;
+            if splits > 0 {
+                phases.end("split oversized buckets", 0);
+            }
+            report.buckets = buckets.len();
+            let tasks: Vec<ReadTask> = buckets
+                .into_iter()
+                .map(|b| ReadTask {
+                    path: b.path,
+                    bytes: b.bytes,
+                    presorted: b.presorted,
+                })
+                .collect();
+            emit(
+                &tasks,
+                &guard.tmp,
+                &plan,
+                opts,
+                2,
+                needed_bytes,
+                progress,
+                &mut phases,
+            )?;
+            drop(tmp);
+        }
+    }
+    std::fs::rename(&guard.tmp, output).map_err(|e| SortError::write(output, needed_bytes, e))?;
+    guard.done = true;
+    report.phases = phases.list;
+    Ok(report)
+}
+
+/// Splits every range bucket larger than an arena again (depth first, in key order).
+fn split_oversized(
+    buckets: Vec<Bucket>,
+    plan: &Plan,
+    d: &mut DistributeOpts<'_>,
+    next_file: &mut usize,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Vec<Bucket>, usize), SortError> {
+    let mut out = Vec::new();
+    let mut splits = 0;
+    let mut todo: Vec<Bucket> = buckets.into_iter().rev().collect();
+    while let Some(b) = todo.pop() {
+        if b.presorted || b.bytes <= plan.arena_bytes as u64 {
+            out.push(b);
+            continue;
+        }
+        if b.depth >= SPLIT_DEPTH_MAX {
+            return Err(SortError::SplitStalled {
+                bytes: b.bytes,
+                depth: b.depth,
+            });
+        }
+        let Mode::External { ranges, .. } = plan.mode else {
+            unreachable!("only external sorts have buckets");
+        };
+        d.first_file = *next_file;
+        d.depth = b.depth + 1;
+        d.ranges =
+            (b.bytes.div_ceil(plan.arena_bytes as u64 * 6 / 10) as usize).clamp(2, ranges.max(2));
+        *next_file += 2 * d.ranges + 1;
+        let task = ReadTask {
+            path: b.path.clone(),
+            bytes: b.bytes,
+            presorted: false,
+        };
+        let children = split::distribute(&task, d, progress)?;
+        let _ = std::fs::remove_file(&b.path);
+        splits += 1;
+        todo.extend(children.into_iter().rev());
+    }
+    Ok((out, splits))
+}
+
+/// Reads each task into an arena (the reader thread one arena ahead when `arenas` is 2),
+/// radix sorts it unless presorted, and streams it to `output` through the write ring.
+#[allow(clippy::too_many_arguments)]
+fn emit(
+    tasks: &[ReadTask],
+    output: &Path,
+    plan: &Plan,
+    opts: &RecordSortOptions,
+    arenas: usize,
+    needed_bytes: u64,
+    progress: &mut dyn FnMut(Progress),
+    phases: &mut Phases,
+) -> Result<(), SortError> {
+    let total: u64 = tasks.iter().map(|t| t.bytes).sum();
+    let stop = AtomicBool::new(false);
+    let (read_p, mut read_c) = stages::read_ring("sort-arena", arenas, plan.arena_bytes);
+    let (mut write_p, write_c) =
+        stages::write_ring("sort-output", plan::RING_SLOTS, plan.chunk_bytes);
+    let targets = [output.to_path_buf()];
+    let in_memory = arenas == 1;
+    let arena_records = plan.arena_bytes / RECORD_BYTES;
+    let (mut items, mut scratch) = (
+        Vec::with_capacity(arena_records),
+        Vec::with_capacity(arena_records),
+    );
+    let (main, read, write) = std::thread::scope(|scope| {
+        let reader =
+            scope.spawn(|| stages::read_files(read_p, tasks, plan.chunk_bytes, opts.direct, &stop));
+        let writer = scope.spawn(|| {
+            stages::write_files(write_c, &targets, opts.direct, true, needed_bytes, &stop)
+        });
+        let main = (|| {
+            let mut out = Stage::default();
+            let mut done = 0u64;
+            while let Ok(batch) = read_c.wait_batch() {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(SortError::Stopped);
+                }
+                if in_memory {
+                    phases.end("read", total);
+                }
+                batch.with_event(0, |piece| {
+                    let arena = &piece.buf.as_slice()[..piece.len];
+                    done += arena.len() as u64;
+                    if piece.presorted {
+                        out.push(&mut write_p, 0, plan.chunk_bytes, arena);
+                        return;
+                    }
+                    radix::index(arena, &mut items);
+                    radix::sort(&mut items, &mut scratch, opts.threads.max(1));
+                    if in_memory {
+                        phases.end("sort", total);
+                    }
+                    for &w in &items {
+                        let i = w as u32 as usize * RECORD_BYTES;
+                        out.push(
+                            &mut write_p,
+                            0,
+                            plan.chunk_bytes,
+                            &arena[i..i + RECORD_BYTES],
+                        );
+                    }
+                });
+                drop(batch);
+                progress(Progress {
+                    phase: if in_memory {
+                        "sort in memory"
+                    } else {
+                        "pass 2: read, sort, write"
+                    },
+                    done_bytes: done,
+                    total_bytes: total,
+                });
+            }
+            if done != total {
+                return Err(SortError::Stopped);
+            }
+            out.send(&mut write_p, 0);
+            Ok(())
+        })();
+        if main.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        drop(read_c);
+        drop(write_p);
+        (
+            main,
+            reader.join().expect("reader thread"),
+            writer.join().expect("writer thread"),
+        )
+    });
+    split::first_error(main, read, write)?;
+    if total == 0 {
+        // Nothing went through the writer: the empty output still has to exist.
+        std::fs::File::create(output).map_err(|e| SortError::write(output, needed_bytes, e))?;
+    }
+    phases.end(
+        if in_memory {
+            "write"
+        } else {
+            "pass 2: read, sort, write"
+        },
+        total,
+    );
+    Ok(())
+}

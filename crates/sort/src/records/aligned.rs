@@ -1,0 +1,139 @@
+//! Buffers aligned for O_DIRECT, taken safely from an over-allocated `Vec` at an aligned
+//! offset, and file opening with or without O_DIRECT.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Alignment of buffers, file offsets and lengths for O_DIRECT (a page covers every
+/// logical block size in use).
+pub(crate) const ALIGN_BYTES: usize = 4096;
+
+/// Rounds up to a multiple of [`ALIGN_BYTES`].
+pub(crate) fn align_up(n: usize) -> usize {
+    n.div_ceil(ALIGN_BYTES) * ALIGN_BYTES
+}
+
+/// A fixed-capacity byte buffer whose start is aligned to [`ALIGN_BYTES`]. Zeroed memory
+/// from the allocator, so pages are only touched when used.
+#[derive(Debug, Default)]
+pub(crate) struct AlignedBuf {
+    raw: Vec<u8>,
+    start: usize,
+    capacity: usize,
+}
+
+impl AlignedBuf {
+    /// A buffer of at least `capacity` bytes (rounded up to the alignment).
+    pub(crate) fn new(capacity: usize) -> AlignedBuf {
+        let capacity = align_up(capacity);
+        let raw = vec![0u8; capacity + ALIGN_BYTES];
+        let start = raw.as_ptr().align_offset(ALIGN_BYTES);
+        assert!(start < ALIGN_BYTES, "align_offset on u8 always succeeds");
+        AlignedBuf {
+            raw,
+            start,
+            capacity,
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.raw[self.start..self.start + self.capacity]
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.raw[self.start..self.start + self.capacity]
+    }
+}
+
+/// Opens a file for reading, with O_DIRECT if asked.
+pub(crate) fn open_read(path: &Path, direct: bool) -> std::io::Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.read(true);
+    if direct {
+        opts.custom_flags(libc::O_DIRECT);
+    }
+    opts.open(path)
+}
+
+/// Creates (truncating) a file for writing, with O_DIRECT if asked.
+pub(crate) fn create_write(path: &Path, direct: bool) -> std::io::Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    if direct {
+        opts.custom_flags(libc::O_DIRECT);
+    }
+    opts.open(path)
+}
+
+/// Reads into `buf` at `offset` until it is full or the file ends; returns the bytes read.
+/// With O_DIRECT, `buf`'s length and `offset` must be aligned (a short read at the end of
+/// the file is fine).
+pub(crate) fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut at = 0;
+    while at < buf.len() {
+        match file.read_at(&mut buf[at..], offset + at as u64) {
+            Ok(0) => break,
+            Ok(n) => at += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(at)
+}
+
+/// A file written at increasing offsets. With O_DIRECT, whole aligned pieces go through
+/// the direct descriptor and an unaligned tail through a second, buffered one.
+#[derive(Debug)]
+pub(crate) struct WriteFile {
+    pub(crate) file: File,
+    tail: Option<File>,
+    direct: bool,
+}
+
+impl WriteFile {
+    pub(crate) fn create(path: &Path, direct: bool) -> std::io::Result<WriteFile> {
+        let file = create_write(path, direct)?;
+        let tail = if direct {
+            Some(OpenOptions::new().write(true).open(path)?)
+        } else {
+            None
+        };
+        Ok(WriteFile { file, tail, direct })
+    }
+
+    pub(crate) fn write_at(&self, bytes: &[u8], offset: u64) -> std::io::Result<()> {
+        let aligned =
+            bytes.len().is_multiple_of(ALIGN_BYTES) && offset.is_multiple_of(ALIGN_BYTES as u64);
+        match (&self.tail, self.direct && !aligned) {
+            (Some(tail), true) => tail.write_all_at(bytes, offset),
+            _ => self.file.write_all_at(bytes, offset),
+        }
+    }
+
+    pub(crate) fn sync(&self) -> std::io::Result<()> {
+        if let Some(tail) = &self.tail {
+            tail.sync_data()?;
+        }
+        self.file.sync_data()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_aligned_and_sized() {
+        for capacity in [1, 100, 4096, 5000, 1 << 20] {
+            let mut buf = AlignedBuf::new(capacity);
+            assert_eq!(buf.as_slice().as_ptr() as usize % ALIGN_BYTES, 0);
+            assert!(buf.capacity() >= capacity && buf.capacity().is_multiple_of(ALIGN_BYTES));
+            assert_eq!(buf.as_mut_slice().len(), buf.capacity());
+        }
+    }
+}

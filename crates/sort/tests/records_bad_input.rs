@@ -1,0 +1,95 @@
+//! Bad input gets a clear error and leaves no output and no temporary files: a length that
+//! is not a whole number of records, a missing input, a memory budget too small, and a full
+//! disk (a small tmpfs, mounted when running as root; skipped otherwise).
+
+use std::path::Path;
+use std::process::Command;
+
+use spindle_sort::records::gen::{generate, GenOptions};
+use spindle_sort::records::{sort_file, RecordSortOptions, RECORD_MEMORY_MIN_BYTES};
+use spindle_sort::SortError;
+
+fn opts(memory_bytes: u64) -> RecordSortOptions {
+    RecordSortOptions {
+        memory_bytes,
+        tmp_dir: None,
+        threads: 1,
+        direct: false,
+    }
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn bad_length_missing_input_and_tiny_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (inp, out) = (dir.path().join("in"), dir.path().join("out"));
+    std::fs::write(&inp, vec![7u8; 250]).unwrap();
+    let e = sort_file(&inp, &out, &opts(64 << 20), &mut |_| {}).unwrap_err();
+    assert!(matches!(e, SortError::BadLength { bytes: 250, .. }), "{e}");
+    assert!(e
+        .to_string()
+        .contains("not a multiple of the 100-byte record"));
+
+    let e = sort_file(
+        &dir.path().join("absent"),
+        &out,
+        &opts(64 << 20),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(matches!(e, SortError::Input { .. }), "{e}");
+
+    std::fs::write(&inp, vec![7u8; 1000]).unwrap();
+    let e = sort_file(&inp, &out, &opts(RECORD_MEMORY_MIN_BYTES - 1), &mut |_| {}).unwrap_err();
+    assert!(matches!(e, SortError::MemoryTooSmall { .. }), "{e}");
+    assert_eq!(entries(dir.path()), ["in"]);
+}
+
+/// Mounts a tmpfs of `size` at `dir`; false if that is not possible here (not root).
+fn mount_tmpfs(dir: &Path, size: &str) -> bool {
+    Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+        .arg(dir)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn full_disk_removes_temporary_files_and_says_how_much_space() {
+    let base = tempfile::tempdir().unwrap();
+    let small = base.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    if !mount_tmpfs(&small, "3m") {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    let inp = base.path().join("in");
+    generate(
+        &inp,
+        &GenOptions {
+            records: 40_000,
+            ascii: false,
+            skew: false,
+            seed: 9,
+        },
+    )
+    .unwrap();
+    let out = small.join("out");
+    // Larger than memory: the buckets and the output do not both fit in 3 MiB.
+    let result = sort_file(&inp, &out, &opts(1 << 20), &mut |_| {});
+    let names = entries(&small);
+    let _ = Command::new("umount").arg(&small).status();
+    let e = result.unwrap_err();
+    assert!(e.is_no_space(), "{e}");
+    assert!(e.to_string().contains("8000000 bytes"), "{e}");
+    assert!(names.is_empty(), "left behind: {names:?}");
+}
