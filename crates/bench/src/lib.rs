@@ -4,6 +4,7 @@
 pub mod carousel;
 pub mod chunks;
 pub mod graph;
+pub mod import;
 pub mod iterate;
 pub mod log;
 pub mod report;

@@ -27,6 +27,8 @@ pub struct ServeChild {
     _stdout: BufReader<ChildStdout>,
     /// The bound gRPC address (`host:port`).
     pub grpc: String,
+    /// The bound HTTP address (`host:port`).
+    pub http_addr: String,
     http: HttpClient,
     rt: tokio::runtime::Runtime,
     ticks_per_s: f64,
@@ -73,6 +75,7 @@ impl ServeChild {
             _stdout: stdout,
             grpc,
             http: HttpClient::new(&http, None),
+            http_addr: http,
             rt: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?,

@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+mod import;
 mod inspect;
 mod inspect_chunks;
 mod load;
@@ -39,6 +40,8 @@ enum Command {
     Serve(serve::Args),
     /// Board a carousel of a running node and report the time and MiB/s of one revolution.
     Ride(ride::Args),
+    /// Bulk-load JSON-lines writes into a new data directory, offline (then `serve` it).
+    Import(import::Args),
     /// Load a JSON-lines graph file into a running node.
     Load(load::LoadArgs),
     /// Write the benchmarks' synthetic graph as a JSON-lines file for `spindle load`.
@@ -78,6 +81,8 @@ enum Scenario {
     Iterate(spindle_bench::iterate::Args),
     /// Carousel against dedicated iterators: 1 and 5 rider processes over gRPC on a cold view.
     Carousel(spindle_bench::carousel::Args),
+    /// Offline import against `spindle load` into a running node and the log-only cost.
+    Import(spindle_bench::import::Args),
     /// External sort: `spindle sort` against GNU sort and the device's 2R+2W copy time.
     Sort(spindle_bench::sort::Args),
 }
@@ -102,11 +107,13 @@ fn main() -> ExitCode {
             Scenario::Carousel(args) => {
                 spindle_bench::carousel::run(&args).map(|()| ExitCode::SUCCESS)
             }
+            Scenario::Import(args) => spindle_bench::import::run(&args).map(|()| ExitCode::SUCCESS),
             Scenario::Sort(args) => spindle_bench::sort::run(&args).map(|()| ExitCode::SUCCESS),
         },
         Command::Inspect { dir, json } => inspect::run(&dir, json),
         Command::Serve(args) => serve::run(&args),
         Command::Ride(args) => ride::run(&args),
+        Command::Import(args) => import::run(&args),
         Command::Load(args) => load::load(&args),
         Command::Gen(args) => load::gen(&args),
         Command::Status(args) => status::run(&args),

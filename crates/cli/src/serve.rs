@@ -14,7 +14,7 @@ pub struct Args {
     #[arg(long)]
     config: Option<PathBuf>,
     /// Data directory (default ./spindle-data).
-    #[arg(long)]
+    #[arg(long, alias = "data")]
     data_dir: Option<PathBuf>,
     /// HTTP/JSON listener (default 127.0.0.1:7070).
     #[arg(long)]

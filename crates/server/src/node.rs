@@ -81,6 +81,12 @@ pub enum NodeError {
         applied: Index,
         log_first: Index,
     },
+    /// `spindle import` created the directory and did not finish (it crashed or failed).
+    #[error(
+        "{}: import did not finish; remove {} and import again",
+        dir.display(), dir.display()
+    )]
+    ImportUnfinished { dir: PathBuf },
     #[error("opening the chunk store: {0}")]
     Chunks(#[from] spindle_chunk::ChunkError),
     #[error("starting a worker thread: {0}")]
@@ -378,7 +384,7 @@ pub struct Node {
 }
 
 fn disk_dir(data: &Path, i: u64, n: u64) -> PathBuf {
-    data.join("views").join(format!("disk-{i}-of-{n}"))
+    spindle_view::disk_ingest::disk_view_dir(data, i, n)
 }
 
 /// Partition counts of existing Disk View directories (`disk-I-of-N`).
@@ -440,6 +446,9 @@ impl Node {
     ) -> Result<Arc<Node>, NodeError> {
         config.validate()?;
         let data = config.data_dir.clone();
+        if spindle_view::disk_ingest::import_unfinished(&data) {
+            return Err(NodeError::ImportUnfinished { dir: data });
+        }
         let mkdir = |p: &Path| {
             std::fs::create_dir_all(p).map_err(|source| NodeError::DataDir {
                 path: p.to_owned(),

@@ -8,6 +8,7 @@
 //! removed on drop and on error.
 //!
 //! - [`entries`]: variable-length `(key, value)` entries, for bulk loads.
+//! - [`import`]: `spindle import`, the offline bulk load of a new data directory.
 //! - [`records`]: the Sort Benchmark's 100-byte records (`spindle sort`), its checker
 //!   and generator.
 //!
@@ -17,6 +18,7 @@
 
 pub mod entries;
 mod error;
+pub mod import;
 
 pub use error::SortError;
 pub mod records;

@@ -86,7 +86,7 @@ pub struct DiskOptions {
     pub direct_reads: bool,
 }
 
-fn db_options(disk: &DiskOptions, cache: Option<&rocksdb::Cache>) -> Options {
+pub(crate) fn db_options(disk: &DiskOptions, cache: Option<&rocksdb::Cache>) -> Options {
     let mut opts = Options::default();
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);

@@ -12,6 +12,7 @@ pub mod boot;
 pub mod carousel;
 pub mod disk;
 pub mod disk_boot;
+pub mod disk_ingest;
 pub mod error;
 pub mod follow;
 pub mod frame;

@@ -1,0 +1,142 @@
+//! Cutting the sorted entries into RocksDB table files, one run of files per Disk View
+//! partition. Disk View keys start with the partition hash (big-endian), so sorted entries
+//! meet the partitions in order, each partition's entries contiguous.
+
+use std::path::{Path, PathBuf};
+
+use rocksdb::SstFileWriter;
+use spindle_core::Partition;
+use spindle_view::DiskView;
+
+use super::ImportError;
+
+/// Largest table file written before the next one is started, in bytes (a bound on how much
+/// one ingestion moves and on RocksDB's work per file, not on memory).
+pub const TABLE_FILE_BYTES_MAX: u64 = 256 << 20;
+
+/// The table files written for each partition, in partition order.
+#[derive(Debug, Default)]
+pub struct Tables {
+    pub files: Vec<Vec<PathBuf>>,
+    pub entries: Vec<u64>,
+    pub bytes: u64,
+}
+
+/// Which of `n` partitions a Disk View key belongs to.
+fn partition_of(key: &[u8], n: u64) -> u64 {
+    let hash = u32::from_be_bytes(key[..4].try_into().expect("a Disk View key has a hash"));
+    // Partition i is [floor(i·2³²/n), floor((i+1)·2³²/n)): start from the estimate and
+    // correct for the floor.
+    let mut i = (u64::from(hash) * n) >> 32;
+    while !Partition::nth(i, n).contains(hash) {
+        i += 1;
+    }
+    i
+}
+
+/// Write every sorted entry into table files under `dir`, cut per partition of `n`.
+/// `progress` hears the entries written so far.
+pub fn write_tables<E>(
+    sorted: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>), E>>,
+    n: u64,
+    dir: &Path,
+    mut progress: impl FnMut(u64),
+) -> Result<Tables, ImportError>
+where
+    ImportError: From<E>,
+{
+    let opts = DiskView::table_file_options();
+    let mut tables = Tables {
+        files: vec![Vec::new(); n as usize],
+        entries: vec![0; n as usize],
+        bytes: 0,
+    };
+    let mut writer: Option<(u64, SstFileWriter<'_>, PathBuf)> = None;
+    let mut written = 0u64;
+    let mut last_key: Vec<u8> = Vec::new();
+    for entry in sorted {
+        let (key, value) = entry?;
+        assert!(
+            written == 0 || key > last_key,
+            "the sorter yielded keys out of order"
+        );
+        let p = partition_of(&key, n);
+        let full = writer
+            .as_ref()
+            .is_some_and(|(_, w, _)| w.file_size() >= TABLE_FILE_BYTES_MAX);
+        if full || writer.as_ref().is_some_and(|(wp, _, _)| *wp != p) {
+            let (wp, w, path) = writer.take().expect("checked");
+            tables.bytes += finish(w, &path)?;
+            tables.files[wp as usize].push(path);
+        }
+        if writer.is_none() {
+            let path = dir.join(format!("p{p:04}-{:06}.sst", tables.files[p as usize].len()));
+            let w = SstFileWriter::create(&opts);
+            w.open(&path).map_err(|e| ImportError::Table {
+                path: path.clone(),
+                source: e,
+            })?;
+            writer = Some((p, w, path));
+        }
+        let (_, w, path) = writer.as_mut().expect("opened above");
+        w.put(&key, &value).map_err(|e| ImportError::Table {
+            path: path.clone(),
+            source: e,
+        })?;
+        tables.entries[p as usize] += 1;
+        written += 1;
+        last_key = key;
+        if written.is_multiple_of(65_536) {
+            progress(written);
+        }
+    }
+    if let Some((wp, w, path)) = writer {
+        tables.bytes += finish(w, &path)?;
+        tables.files[wp as usize].push(path);
+    }
+    progress(written);
+    Ok(tables)
+}
+
+/// Finish a table file and sync it; returns its size.
+fn finish(mut w: SstFileWriter<'_>, path: &Path) -> Result<u64, ImportError> {
+    w.finish().map_err(|e| ImportError::Table {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let io = |source| ImportError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let f = std::fs::File::open(path).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    Ok(f.metadata().map_err(io)?.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_go_to_the_partition_whose_range_holds_their_hash() {
+        for n in [1u64, 3, 4, 6, 7] {
+            for hash in [
+                0u32,
+                1,
+                0x3fff_ffff,
+                0x4000_0000,
+                0x7fff_ffff,
+                0xaaaa_aaab,
+                u32::MAX,
+            ] {
+                let mut key = hash.to_be_bytes().to_vec();
+                key.extend_from_slice(&[0, 9, 9]);
+                let p = partition_of(&key, n);
+                assert!(
+                    p < n && Partition::nth(p, n).contains(hash),
+                    "{hash} of {n}"
+                );
+            }
+        }
+    }
+}
