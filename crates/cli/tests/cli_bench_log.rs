@@ -1,5 +1,6 @@
-//! `spindle bench log --json` runs every system on a tiny workload and prints one JSON object
-//! per system with the documented fields (a format check, not a performance test).
+//! `spindle bench log --json --rounds 2` runs every system on a tiny workload in each round,
+//! in rotated order, and prints one JSON object per system and round with the documented
+//! fields, then one summary object per target (a format check, not a performance test).
 
 use std::process::Command;
 
@@ -17,7 +18,7 @@ fn bench_log_prints_one_object_per_system() {
             "--group",
             "10",
         ])
-        .args(["--peer-seconds", "1", "--json", "--dir"])
+        .args(["--peer-seconds", "1", "--rounds", "2", "--json", "--dir"])
         .arg(dir.path().join("b"))
         .output()
         .unwrap();
@@ -31,18 +32,28 @@ fn bench_log_prints_one_object_per_system() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let systems: Vec<&str> = rows.iter().map(|r| r["system"].as_str().unwrap()).collect();
-    assert_eq!(
-        systems,
-        [
-            "spindle",
-            "spindle-nosync",
-            "spindle-single",
-            "rocksdb-wal-sync",
-            "sqlite-full",
-            "device"
-        ]
-    );
+    let (summaries, rows): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r["summary"] == true);
+    let order = [
+        "spindle",
+        "spindle-nosync",
+        "spindle-single",
+        "spindle-lone",
+        "rocksdb-wal-sync",
+        "sqlite-full",
+        "device",
+        "device-lone",
+    ];
+    for round in 0..2usize {
+        let systems: Vec<&str> = rows
+            .iter()
+            .filter(|r| r["round"] == round)
+            .map(|r| r["system"].as_str().unwrap())
+            .collect();
+        let rotated: Vec<&str> = (0..order.len())
+            .map(|i| order[(i + round) % order.len()])
+            .collect();
+        assert_eq!(systems, rotated, "round {round}");
+    }
     for r in &rows {
         for field in [
             "events",
@@ -57,5 +68,19 @@ fn bench_log_prints_one_object_per_system() {
         }
         assert!(r["events"].as_u64().unwrap() > 0);
     }
-    assert_eq!(rows[0]["events"], 3000);
+    assert!(rows
+        .iter()
+        .filter(|r| r["system"] == "spindle")
+        .all(|r| r["events"] == 3000));
+    let names: Vec<&str> = summaries
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    for s in &summaries {
+        assert_eq!(s["rounds"], 2, "{s}");
+        assert!(s["met"].is_boolean() && s["median"].is_number(), "{s}");
+        let (min, med, max) = (s["min"].as_f64(), s["median"].as_f64(), s["max"].as_f64());
+        assert!(min <= med && med <= max, "{s}");
+    }
 }
