@@ -209,6 +209,17 @@ impl Lease {
                     })
                 }
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                    // A retried create whose first attempt landed: the lease is ours.
+                    if let Ok(Some(entry)) = kv.entry(LEASE_KEY).await {
+                        if entry.value[..] == *id.as_bytes() {
+                            return Ok(Lease {
+                                kv,
+                                id,
+                                revision: AtomicU64::new(entry.revision),
+                                lost: AtomicBool::new(false),
+                            });
+                        }
+                    }
                     if started.elapsed() >= config.lease_wait {
                         let holder = kv
                             .get(LEASE_KEY)
@@ -226,6 +237,12 @@ impl Lease {
                     }
                     tokio::time::sleep((config.lease_ttl / 20).max(Duration::from_millis(20)))
                         .await;
+                }
+                // A bucket just created may not be placed yet ("no stream found for given
+                // subject"): ask again until `unavailable_wait`.
+                Err(e) if started.elapsed() < config.unavailable_wait => {
+                    tracing::debug!(error = %e, "lease bucket not available yet; retrying");
+                    tokio::time::sleep(RESOLVE_PAUSE).await;
                 }
                 Err(e) => return Err(nats_err("take the appender lease")(e.to_string())),
             }
