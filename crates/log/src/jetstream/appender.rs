@@ -182,20 +182,33 @@ impl Lease {
     async fn acquire(shared: &Shared, id: String) -> Result<Lease, JetStreamError> {
         let config = &shared.config;
         let bucket = config.lease_bucket();
-        let kv = match shared.js.get_key_value(&bucket).await {
-            Ok(kv) => kv,
-            Err(_) => shared
-                .js
-                .create_key_value(kv::Config {
-                    bucket: bucket.clone(),
-                    history: 1,
-                    max_age: config.lease_ttl,
-                    storage: StorageType::File,
-                    num_replicas: config.replicas,
-                    ..kv::Config::default()
-                })
-                .await
-                .map_err(|e| nats_err("create lease bucket")(e.to_string()))?,
+        // A cluster that just started may not place a new bucket at once: ask again until
+        // `unavailable_wait`.
+        let asked = Instant::now();
+        let kv = loop {
+            let kv = match shared.js.get_key_value(&bucket).await {
+                Ok(kv) => Ok(kv),
+                Err(_) => shared
+                    .js
+                    .create_key_value(kv::Config {
+                        bucket: bucket.clone(),
+                        history: 1,
+                        max_age: config.lease_ttl,
+                        storage: StorageType::File,
+                        num_replicas: config.replicas,
+                        ..kv::Config::default()
+                    })
+                    .await
+                    .map_err(|e| nats_err("create lease bucket")(e.to_string())),
+            };
+            match kv {
+                Ok(kv) => break kv,
+                Err(e) if asked.elapsed() < config.unavailable_wait => {
+                    tracing::debug!(error = %e, "lease bucket not available yet; retrying");
+                    tokio::time::sleep(RESOLVE_PAUSE).await;
+                }
+                Err(e) => return Err(e),
+            }
         };
         let started = Instant::now();
         loop {
@@ -321,22 +334,39 @@ async fn rebuild(shared: &Shared) -> Result<VersionTable, JetStreamError> {
         stream: stream.clone(),
         reason,
     };
-    let store = checkpoint_store(shared)
-        .await
-        .map_err(nats_err("open checkpoint store"))?;
-    let (mut table, as_of) = match store.get(CHECKPOINT_OBJECT).await {
-        Ok(mut object) => {
-            let mut bytes = Vec::new();
-            object
-                .read_to_end(&mut bytes)
-                .await
-                .map_err(|e| ckpt_err(format!("read: {e}")))?;
-            decode_checkpoint(&bytes).map_err(ckpt_err)?
+    let asked = Instant::now();
+    let store = loop {
+        match checkpoint_store(shared).await {
+            Ok(store) => break store,
+            Err(e) if asked.elapsed() < shared.config.unavailable_wait => {
+                tracing::debug!(error = %e, "checkpoint store not available yet; retrying");
+                tokio::time::sleep(RESOLVE_PAUSE).await;
+            }
+            Err(e) => return Err(nats_err("open checkpoint store")(e)),
         }
-        Err(e) if e.kind() == object_store::GetErrorKind::NotFound => {
-            (VersionTable::new(), Index::ZERO)
+    };
+    let started = Instant::now();
+    let (mut table, as_of) = loop {
+        match store.get(CHECKPOINT_OBJECT).await {
+            Ok(mut object) => {
+                let mut bytes = Vec::new();
+                object
+                    .read_to_end(&mut bytes)
+                    .await
+                    .map_err(|e| ckpt_err(format!("read: {e}")))?;
+                break decode_checkpoint(&bytes).map_err(ckpt_err)?;
+            }
+            Err(e) if e.kind() == object_store::GetErrorKind::NotFound => {
+                break (VersionTable::new(), Index::ZERO);
+            }
+            // A store just created may not be placed yet ("503 no responders"): ask again
+            // until `unavailable_wait`.
+            Err(e) if started.elapsed() < shared.config.unavailable_wait => {
+                tracing::debug!(error = %e, "checkpoint store not available yet; retrying");
+                tokio::time::sleep(RESOLVE_PAUSE).await;
+            }
+            Err(e) => return Err(ckpt_err(e.to_string())),
         }
-        Err(e) => return Err(ckpt_err(e.to_string())),
     };
     let first = shared.first_index();
     let last = shared.durable_index();
