@@ -23,10 +23,21 @@ impl Shared {
         let _one_at_a_time = self.compaction_lock.lock();
         let usage = self.catalog.read().usage();
         let mut report = CompactionReport::default();
+        let mut result = Ok(());
         for volume in policy::compaction_candidates(&usage, &self.opts.compaction) {
-            self.compact_volume(volume, &mut report)?;
+            result = self.compact_volume(volume, &mut report);
+            if result.is_err() {
+                break;
+            }
         }
-        Ok(report)
+        // What was rewritten counts even when a later volume failed.
+        let mut totals = self.compaction_totals.lock();
+        totals.runs += 1;
+        totals.volumes += report.volumes.len() as u64;
+        totals.chunks_moved += report.chunks_moved;
+        totals.bytes_reclaimed += report.bytes_reclaimed;
+        drop(totals);
+        result.map(|()| report)
     }
 
     /// Whether any sealed volume passes the compaction policy now.

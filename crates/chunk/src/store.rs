@@ -130,6 +130,8 @@ pub(crate) struct Shared {
     pub syncs: AtomicU64,
     /// One compaction at a time.
     pub compaction_lock: Mutex<()>,
+    /// What every compaction since open did.
+    pub compaction_totals: Mutex<CompactionTotals>,
     /// The background compactor's mailbox.
     pub compactor: Mutex<Compactor>,
     /// Signals the background compactor.
@@ -180,6 +182,23 @@ pub struct StoreStats {
     pub write_buffer_bytes: u64,
     /// Per volume, ascending.
     pub volumes: Vec<(u32, VolumeStats)>,
+    /// A compaction (background or `compact`) is running now.
+    pub compacting: bool,
+    /// What every compaction since open did.
+    pub compaction: CompactionTotals,
+}
+
+/// Compactions since the store opened, summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactionTotals {
+    /// Compaction passes run (each looks at every sealed volume once).
+    pub runs: u64,
+    /// Volumes rewritten and removed.
+    pub volumes: u64,
+    /// Live chunks copied forward.
+    pub chunks_moved: u64,
+    /// Bytes of volume and hint files freed, less the bytes copied forward.
+    pub bytes_reclaimed: u64,
 }
 
 /// What one `compact` call did.
@@ -233,6 +252,7 @@ impl ChunkStore {
             done_cv: Condvar::new(),
             syncs: AtomicU64::new(0),
             compaction_lock: Mutex::new(()),
+            compaction_totals: Mutex::new(CompactionTotals::default()),
             compactor: Mutex::new(Compactor::default()),
             compactor_cv: Condvar::new(),
         });
@@ -418,6 +438,8 @@ impl ChunkStore {
             compaction_error: self.shared.compactor.lock().error.clone(),
             write_buffer_bytes: self.shared.queue.lock().buffer_bytes,
             volumes,
+            compacting: self.shared.compaction_lock.is_locked(),
+            compaction: *self.shared.compaction_totals.lock(),
         }
     }
 

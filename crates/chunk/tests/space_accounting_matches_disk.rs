@@ -1,6 +1,7 @@
 //! `used_bytes` equals the bytes of the store's volume and hint files after puts, deletes,
 //! compaction and reopen; a put past `space_bytes_max` fails with `SpaceExhausted` and writes
-//! nothing; compaction gives the space of deleted chunks back.
+//! nothing; compaction gives the space of deleted chunks back, and its totals in `stats` say
+//! what it did.
 
 mod common;
 
@@ -27,8 +28,16 @@ fn used_bytes_match_files_through_deletes_compaction_and_reopen() {
     let stats = store.stats();
     assert_eq!(stats.used_bytes, store.used_bytes());
     assert!(stats.garbage_bytes > 0);
+    assert_eq!(stats.compaction, Default::default(), "no compaction yet");
     let report = store.compact().unwrap();
     assert!(!report.volumes.is_empty());
+    // The totals the status page shows are what the compactions did.
+    let totals = store.stats().compaction;
+    assert_eq!(totals.runs, 1);
+    assert_eq!(totals.volumes, report.volumes.len() as u64);
+    assert_eq!(totals.chunks_moved, report.chunks_moved);
+    assert_eq!(totals.bytes_reclaimed, report.bytes_reclaimed);
+    assert!(!store.stats().compacting);
     assert_eq!(store.used_bytes(), common::disk_bytes(dir.path()));
     assert!(store.used_bytes() < before, "compaction reclaimed space");
     store.close().unwrap();

@@ -56,6 +56,54 @@ pub struct LogStats {
     pub syncs: AtomicU64,
     /// Records made durable.
     pub records: AtomicU64,
+    /// How long the most recent fdatasyncs took.
+    pub sync_latency: SyncLatency,
+}
+
+/// The durations of the last `SYNC_LATENCY_WINDOW` fdatasyncs of appends, for the status
+/// page's p50/p99 (a recent window, so a slow hour long ago does not hide today's device).
+#[derive(Debug, Default)]
+pub struct SyncLatency {
+    recent_us: Mutex<std::collections::VecDeque<u64>>,
+}
+
+/// fdatasyncs `SyncLatency` keeps.
+pub const SYNC_LATENCY_WINDOW: usize = 1024;
+
+/// Percentiles over `SyncLatency`'s window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncPercentiles {
+    /// Syncs in the window.
+    pub count: usize,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+impl SyncLatency {
+    pub fn record(&self, took: std::time::Duration) {
+        let mut recent = self.recent_us.lock();
+        if recent.len() == SYNC_LATENCY_WINDOW {
+            recent.pop_front();
+        }
+        recent.push_back(u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
+    }
+
+    /// Nearest-rank percentiles of the window; `None` before the first sync.
+    pub fn percentiles(&self) -> Option<SyncPercentiles> {
+        let mut v: Vec<u64> = self.recent_us.lock().iter().copied().collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        let rank = |p: usize| v[(v.len() * p).div_ceil(100).max(1) - 1];
+        Some(SyncPercentiles {
+            count: v.len(),
+            p50_us: rank(50),
+            p99_us: rank(99),
+            max_us: v[v.len() - 1],
+        })
+    }
 }
 
 /// State shared by appenders, readers and the writer thread.

@@ -34,7 +34,9 @@ use std::sync::Arc;
 
 pub use config::{LogConfig, SyncMode};
 pub use error::{AppendError, FailedCondition, OpenError, ReadError, TruncateError};
-pub use file_log::{FileLog, LogStats, OpenReport};
+pub use file_log::{
+    FileLog, LogStats, OpenReport, SyncLatency, SyncPercentiles, SYNC_LATENCY_WINDOW,
+};
 pub use spindle_core::{Index, Record, Transaction};
 pub use tail::Tail;
 

@@ -124,9 +124,11 @@ pub(crate) fn sync(shared: &Shared, seg: &SegmentHandle) -> Result<(), String> {
         "log::sync",
         |_| Err("injected fdatasync failure".to_owned())
     );
+    let started = std::time::Instant::now();
     seg.file
         .sync_data()
         .map_err(|e| format!("fdatasync {}: {e}", seg.path.display()))?;
+    shared.stats.sync_latency.record(started.elapsed());
     shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }

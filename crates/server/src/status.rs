@@ -75,6 +75,14 @@ pub struct LogStatus {
     pub durable_index: u64,
     pub syncs: u64,
     pub group_commits: u64,
+    /// Records made durable since open (records per fsync = `records / syncs`).
+    pub records: u64,
+    /// fdatasync latency of appends over the last `syncs_in_window` syncs (at most
+    /// `spindle_log::SYNC_LATENCY_WINDOW`), in microseconds; absent before the first.
+    pub sync_p50_us: Option<u64>,
+    pub sync_p99_us: Option<u64>,
+    pub sync_max_us: Option<u64>,
+    pub syncs_in_window: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -136,6 +144,8 @@ pub struct TruncationStatus {
 pub struct HoldStatus {
     pub id: u64,
     pub cut: u64,
+    /// How long the boot has held the log.
+    pub age_s: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -143,6 +153,34 @@ pub struct ChunkStatus {
     pub chunks: usize,
     pub used_bytes: u64,
     pub max_bytes: u64,
+    /// Bytes of records of live chunks; the rest of the volumes is garbage until compacted.
+    pub live_bytes: u64,
+    pub garbage_bytes: u64,
+    pub syncs: u64,
+    pub volumes: Vec<VolumeStatus>,
+    pub compaction: CompactionStatus,
+}
+
+/// One chunk volume file.
+#[derive(Debug, Serialize)]
+pub struct VolumeStatus {
+    pub volume: u32,
+    pub bytes: u64,
+    pub live_bytes: u64,
+    pub live_chunks: u64,
+    /// Sealed volumes take no more puts; only they are compacted.
+    pub sealed: bool,
+}
+
+/// The chunk store's compactions since the node started.
+#[derive(Debug, Serialize)]
+pub struct CompactionStatus {
+    pub running: bool,
+    pub runs: u64,
+    pub volumes_rewritten: u64,
+    pub chunks_moved: u64,
+    pub bytes_reclaimed: u64,
+    pub last_error: Option<String>,
 }
 
 impl Node {
@@ -232,6 +270,8 @@ impl Node {
         let decision = self.truncation_decision();
         let state = self.truncation.lock().clone();
         let stats = self.log.stats();
+        let sync = stats.sync_latency.percentiles();
+        let chunk_stats = self.chunks.stats();
         Status {
             uptime_s: self.started.elapsed().as_secs_f64(),
             log: LogStatus {
@@ -239,6 +279,11 @@ impl Node {
                 durable_index: durable,
                 syncs: stats.syncs.load(Ordering::Relaxed),
                 group_commits: stats.batches.load(Ordering::Relaxed),
+                records: stats.records.load(Ordering::Relaxed),
+                sync_p50_us: sync.map(|p| p.p50_us),
+                sync_p99_us: sync.map(|p| p.p99_us),
+                sync_max_us: sync.map(|p| p.max_us),
+                syncs_in_window: sync.map_or(0, |p| p.count),
             },
             views,
             boots,
@@ -250,11 +295,12 @@ impl Node {
                 first_retained_index: self.log.first_index().get(),
                 holds: self
                     .holds
-                    .active()
+                    .active_with_age()
                     .into_iter()
-                    .map(|h| HoldStatus {
+                    .map(|(h, age)| HoldStatus {
                         id: h.id,
                         cut: h.cut.get(),
+                        age_s: age.as_secs_f64(),
                     })
                     .collect(),
                 worker_runs: state.runs,
@@ -262,8 +308,30 @@ impl Node {
             },
             chunks: ChunkStatus {
                 chunks: self.chunks.len(),
-                used_bytes: self.chunks.used_bytes(),
+                used_bytes: chunk_stats.used_bytes,
                 max_bytes: self.chunks.max_bytes(),
+                live_bytes: chunk_stats.live_bytes,
+                garbage_bytes: chunk_stats.garbage_bytes,
+                syncs: chunk_stats.syncs,
+                volumes: chunk_stats
+                    .volumes
+                    .iter()
+                    .map(|(n, v)| VolumeStatus {
+                        volume: *n,
+                        bytes: v.bytes,
+                        live_bytes: v.live_bytes,
+                        live_chunks: v.live_chunks,
+                        sealed: v.sealed,
+                    })
+                    .collect(),
+                compaction: CompactionStatus {
+                    running: chunk_stats.compacting,
+                    runs: chunk_stats.compaction.runs,
+                    volumes_rewritten: chunk_stats.compaction.volumes,
+                    chunks_moved: chunk_stats.compaction.chunks_moved,
+                    bytes_reclaimed: chunk_stats.compaction.bytes_reclaimed,
+                    last_error: chunk_stats.compaction_error,
+                },
             },
             failures: self.failures.lock().clone(),
             tailer: {
@@ -316,6 +384,21 @@ impl Node {
             "fdatasync calls for appends.",
             "counter",
             one(s.log.syncs),
+        );
+        gauge(
+            "log_sync_seconds",
+            "fdatasync latency of appends over the last syncs (at most 1024).",
+            "summary",
+            [("0.5", s.log.sync_p50_us), ("0.99", s.log.sync_p99_us)]
+                .into_iter()
+                .filter_map(|(q, us)| Some((format!("{{quantile=\"{q}\"}}"), us? as f64 / 1e6)))
+                .collect(),
+        );
+        gauge(
+            "chunk_garbage_bytes",
+            "Bytes of chunk volume records no live chunk needs (compaction reclaims them).",
+            "gauge",
+            one(s.chunks.garbage_bytes),
         );
         gauge(
             "view_applied_index",

@@ -35,6 +35,8 @@ fn text(id: &str) -> String {
 }
 
 const RIDERS: &str = "return document.querySelectorAll('circle.rider').length";
+const BOARDED: &str =
+    "return [...document.querySelectorAll('circle.rider')].filter(c => c.dataset.boarded !== '').length";
 const BANNER: &str = "return document.getElementById('banner').classList.contains('shown')";
 const BOOT: &str = "const r = document.querySelector('tr[data-boot=memory]'); \
      return r ? [r.dataset.state, Number(r.querySelector('.bar').dataset.pct)] : null";
@@ -102,6 +104,18 @@ fn the_page_shows_what_the_api_says() {
         }
         browser
             .wait_for("three riders on the carousel", RIDERS, |v| v == 3)
+            .await;
+        // Each rode the shared scan from where the scanner let it board: the mark is placed
+        // from the status's `boarded_at`, never left empty for an admitted rider.
+        browser
+            .wait_for("the riders' boarding places", BOARDED, |v| v == 3)
+            .await;
+        // The appends above were fsynced: their latency is shown, not a placeholder.
+        browser
+            .wait_for("fsync latency p50 / p99", &text("sync-latency"), |v| {
+                v.as_str()
+                    .is_some_and(|t| t.contains(" / ") && t.contains("last"))
+            })
             .await;
         if let Ok(path) = std::env::var("SPINDLE_STATUS_SCREENSHOT") {
             // Under load: appends running while the riders are aboard.

@@ -158,6 +158,8 @@ pub struct Holds {
 struct HoldsInner {
     next_id: u64,
     active: BTreeMap<u64, Index>,
+    /// When each active hold was taken.
+    taken: BTreeMap<u64, std::time::Instant>,
 }
 
 /// Releases its hold when dropped (a boot that finishes or fails).
@@ -175,7 +177,9 @@ impl HoldGuard {
 
 impl Drop for HoldGuard {
     fn drop(&mut self) {
-        self.holds.inner.lock().active.remove(&self.id);
+        let mut inner = self.holds.inner.lock();
+        inner.active.remove(&self.id);
+        inner.taken.remove(&self.id);
     }
 }
 
@@ -187,10 +191,28 @@ impl Holds {
         inner.next_id += 1;
         let id = inner.next_id;
         inner.active.insert(id, cut);
+        inner.taken.insert(id, std::time::Instant::now());
         HoldGuard {
             holds: self.clone(),
             id,
         }
+    }
+
+    /// The active holds with how long each has been held, for the status report.
+    pub fn active_with_age(&self) -> Vec<(Hold, std::time::Duration)> {
+        let inner = self.inner.lock();
+        inner
+            .active
+            .iter()
+            .map(|(&id, &cut)| {
+                let age = inner
+                    .taken
+                    .get(&id)
+                    .map(|t| t.elapsed())
+                    .unwrap_or_default();
+                (Hold { id, cut }, age)
+            })
+            .collect()
     }
 
     /// The active holds, for `safe_index`.

@@ -39,6 +39,15 @@ impl ScanPos {
         }
     }
 
+    /// Where in the hash space this position is: the partition hash its key starts with
+    /// (`lo`, the range's start, at the start of a lap).
+    pub fn hash_or(&self, lo: u64) -> u64 {
+        match self.key.first_chunk::<4>() {
+            Some(h) => u64::from(u32::from_be_bytes(*h)),
+            None => lo,
+        }
+    }
+
     /// The same key one lap later: where a rider that boarded here leaves.
     pub fn one_lap_later(&self) -> ScanPos {
         ScanPos {

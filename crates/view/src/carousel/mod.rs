@@ -142,6 +142,11 @@ pub struct RiderStatus {
     pub bytes: u64,
     pub demotions: u64,
     pub rejoins: u64,
+    /// Where in the hash space the rider boarded the shared scan, and in which lap (absent
+    /// until the scanner admits it, and for dedicated riders). It leaves at the same place
+    /// one lap later.
+    pub boarded_at: Option<u64>,
+    pub boarded_lap: Option<u64>,
 }
 
 /// A carousel at one moment, for the status page and metrics.
@@ -158,6 +163,11 @@ pub struct CarouselStatus {
     pub ring_slots: u64,
     /// Distinct filter groups the scanner encodes for.
     pub groups: usize,
+    /// The Disk View's range `[lo, hi)`: the circle the scan goes round.
+    pub range: [u64; 2],
+    /// Where the scan is: the partition hash of the last chunk's end, and its lap.
+    pub scan_at: u64,
+    pub scan_lap: u64,
     pub riders: Vec<RiderStatus>,
 }
 
@@ -305,6 +315,7 @@ impl RiderShared {
             MODE_DEDICATED => RiderMode::Dedicated,
             _ => RiderMode::Shared,
         };
+        let boarded = self.boarding.lock().clone();
         RiderStatus {
             id: self.id,
             cut: self.checked.cut,
@@ -314,6 +325,10 @@ impl RiderShared {
             bytes: self.bytes.load(Ordering::Relaxed),
             demotions: self.demotions.load(Ordering::Relaxed),
             rejoins: self.rejoins.load(Ordering::Relaxed),
+            boarded_at: boarded
+                .as_ref()
+                .map(|b| b.start.hash_or(self.checked.range.lo())),
+            boarded_lap: boarded.map(|b| b.start.lap),
         }
     }
 }
@@ -468,6 +483,7 @@ impl Carousel {
     }
 
     pub fn status(&self) -> CarouselStatus {
+        let range = self.inner.view.partition();
         let st = self.inner.state.lock();
         CarouselStatus {
             running: self.inner.running.load(Ordering::Acquire),
@@ -476,6 +492,9 @@ impl Carousel {
             ring_cursor: self.inner.ring.cursor(),
             ring_slots: self.inner.ring.capacity(),
             groups: st.groups.len(),
+            range: [range.lo(), range.hi()],
+            scan_at: st.pos.hash_or(range.lo()),
+            scan_lap: st.pos.lap,
             riders: st.riders.values().map(|r| r.status()).collect(),
         }
     }

@@ -1,0 +1,38 @@
+//! The log times every fdatasync of appends: the percentiles over its recent window count
+//! each sync once (up to the window) and are ordered p50 ≤ p99 ≤ max.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+
+use spindle_log::{LogConfig, SYNC_LATENCY_WINDOW};
+
+#[tokio::test]
+async fn every_sync_is_timed_and_percentiles_are_ordered() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = common::open(dir.path(), LogConfig::default());
+    assert_eq!(log.stats().sync_latency.percentiles(), None, "no sync yet");
+    for n in 0..20 {
+        log.append(&common::put(&format!("k{n}"), n)).await.unwrap();
+    }
+    let syncs = log.stats().syncs.load(Ordering::Relaxed);
+    assert!(syncs >= 1);
+    let p = log.stats().sync_latency.percentiles().unwrap();
+    assert_eq!(p.count as u64, syncs.min(SYNC_LATENCY_WINDOW as u64));
+    assert!(p.p50_us <= p.p99_us && p.p99_us <= p.max_us, "{p:?}");
+    assert!(p.max_us > 0, "an fdatasync takes some time: {p:?}");
+}
+
+#[test]
+fn the_window_keeps_the_most_recent_syncs() {
+    let lat = spindle_log::SyncLatency::default();
+    for us in 1..=(SYNC_LATENCY_WINDOW as u64 + 100) {
+        lat.record(std::time::Duration::from_micros(us));
+    }
+    let p = lat.percentiles().unwrap();
+    assert_eq!(p.count, SYNC_LATENCY_WINDOW);
+    // The window holds 101 ..= 1124: nearest-rank p50 is its 512th value, p99 its 1014th.
+    assert_eq!(p.p50_us, 100 + 512);
+    assert_eq!(p.p99_us, 100 + 1014);
+    assert_eq!(p.max_us, SYNC_LATENCY_WINDOW as u64 + 100);
+}
