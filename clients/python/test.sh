@@ -23,11 +23,9 @@ if ! cmp -s requirements-test.txt "$stamp" 2>/dev/null; then
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation --force-reinstall .
 rm -rf build src/*.egg-info
-if [ -z "${SPINDLE_BIN:-}" ]; then
-    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/target}"
-    SPINDLE_BIN="$CARGO_TARGET_DIR/release/spindle"
-    [ -x "$SPINDLE_BIN" ] || (cd ../.. && cargo build --release -p spindle-cli)
-    export SPINDLE_BIN
-fi
-"$venv/bin/mypy" --strict src tests tools
-"$venv/bin/pytest" -q -p no:cacheprovider tests
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/target}"
+export SPINDLE_BIN="${SPINDLE_BIN:-$CARGO_TARGET_DIR/release/spindle}"
+[ -x "$SPINDLE_BIN" ] || (cd ../.. && cargo build --release -p spindle-cli)
+"$venv/bin/mypy" --strict --cache-dir "$venv/mypy-cache" src tests tools
+# Bounded: a stream that never ends must fail the run, not hang it.
+timeout 600 "$venv/bin/pytest" -q -p no:cacheprovider tests

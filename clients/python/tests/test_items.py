@@ -91,3 +91,19 @@ def test_a_committed_transaction_cannot_be_sent_again(client: spindle.Client, fr
     t.commit()
     with pytest.raises(RuntimeError):
         t.commit()
+
+
+def test_ids_and_labels_with_url_characters(client: spindle.Client, fresh: str) -> None:
+    odd = fresh + "a b+c/d?e&f=g%20é#😀"
+    label = "rel ation+/?&é"
+    t = client.txn().put_node(odd, {"odd": True})
+    for to in ("x&y", "x+y", "x y", "x/y", "é"):
+        t.put_edge(odd, label, to, {"to": to})
+    t.commit()
+    item = client.get(node=odd)
+    assert item is not None and item.key == Node(odd) and item.value == {"odd": True}
+    edge = client.get(edge=(odd, label, "x+y"))
+    assert edge is not None and edge.value == {"to": "x+y"}
+    listed = [e.key.to for e in client.out_edges(odd, label=label, page_size=1) if isinstance(e.key, Edge)]
+    assert listed == sorted(["x&y", "x+y", "x y", "x/y", "é"], key=lambda s: s.encode())
+    assert len(list(client.history(node=odd, page_size=1))) == 1

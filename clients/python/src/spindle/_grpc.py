@@ -8,7 +8,8 @@ it) cancels the call, which frees the node's seat at once.
 
 from __future__ import annotations
 
-from typing import Generator, Iterator, Literal, Sequence
+import threading
+from typing import Generator, Iterator, Literal, NoReturn, Sequence
 
 import grpc
 
@@ -38,23 +39,26 @@ class Grpc:
         )
         self._channel: grpc.Channel | None = None
         self._stub: spindle_pb2_grpc.SpindleStub | None = None
+        self._lock = threading.Lock()
 
     def stub(self) -> spindle_pb2_grpc.SpindleStub:
-        if self._stub is None:
-            self._channel = grpc.insecure_channel(
-                self.target, options=[("grpc.max_receive_message_length", RECEIVE_BYTES_MAX)]
-            )
-            self._stub = spindle_pb2_grpc.SpindleStub(self._channel)
-        return self._stub
+        with self._lock:
+            if self._stub is None:
+                self._channel = grpc.insecure_channel(
+                    self.target, options=[("grpc.max_receive_message_length", RECEIVE_BYTES_MAX)]
+                )
+                self._stub = spindle_pb2_grpc.SpindleStub(self._channel)
+            return self._stub
 
     def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-        self._channel = None
-        self._stub = None
+        with self._lock:
+            if self._channel is not None:
+                self._channel.close()
+            self._channel = None
+            self._stub = None
 
 
-def _raise_rpc(e: grpc.RpcError) -> None:
+def _raise_rpc(e: grpc.RpcError) -> NoReturn:
     if isinstance(e, grpc.Call):
         raise grpc_error(e.code().name, e.details() or "") from None
     raise e
