@@ -41,6 +41,14 @@ def test_missing_and_deleted_items(client: spindle.Client, fresh: str) -> None:
     assert tombstone is not None and tombstone.deleted and tombstone.version == deleted_at
     before = client.get(node=fresh + "gone", as_of=deleted_at - 1)
     assert before is not None and before.value == {"x": 1}
+    at_delete = client.get(node=fresh + "gone", as_of=deleted_at)
+    assert at_delete is not None and at_delete.deleted and at_delete.value is None
+    # "Still deleted as I saw it" holds with the delete's index, and so does "absent" (0).
+    with pytest.raises(spindle.Conflict):
+        client.put(Node(fresh + "gone"), {"x": 2}, expect_version=deleted_at - 1)
+    again = client.put(Node(fresh + "gone"), {"x": 2}, expect_version=tombstone.version)
+    client.delete(node=fresh + "gone", expect_version=again)
+    client.put(Node(fresh + "gone"), {"x": 3}, expect_version=0)
 
 
 def test_multi_item_transaction(client: spindle.Client, fresh: str) -> None:
