@@ -87,7 +87,9 @@ def start_node(data_dir: Path, token: str | None) -> RunningNode:
     if not m:
         process.kill()
         code = process.wait()
-        pytest.fail(f"spindle serve did not start (exit {code}): {(data_dir / 'serve.log').read_text()}")
+        pytest.fail(
+            f"spindle serve did not start (exit {code}): {(data_dir / 'serve.log').read_text()}"
+        )
     node = RunningNode(process, m.group(1), m.group(2), token)
     # Memory and Index Views boot on start; multiget and lookups answer `booting` until then.
     node.client().wait_applied(0)

@@ -11,7 +11,9 @@ from spindle import Node, RawJSON
 from conftest import TOKEN, RunningNode
 
 
-def test_token_required_and_accepted(secured_node: RunningNode, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_token_required_and_accepted(
+    secured_node: RunningNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("SPINDLE_TOKEN", raising=False)
     anonymous = secured_node.client(token=None)
     with pytest.raises(spindle.Unauthorized) as caught:
@@ -36,7 +38,9 @@ def test_token_required_and_accepted(secured_node: RunningNode, monkeypatch: pyt
     assert [f.key for f in c.iterate() if f.key == Node("ada")] == [Node("ada")]
 
 
-def test_token_from_the_environment(secured_node: RunningNode, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_token_from_the_environment(
+    secured_node: RunningNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SPINDLE_TOKEN", TOKEN)
     c = spindle.Client(f"http://{secured_node.http}", grpc=secured_node.grpc)
     assert c.status()["log"]["durable_index"] >= 0

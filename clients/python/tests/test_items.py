@@ -13,7 +13,14 @@ from spindle import Edge, Node, RawJSON
 
 def test_put_get_round_trip_keeps_values_exactly(client: spindle.Client, fresh: str) -> None:
     big = 123456789012345678901234567890
-    value = {"name": "Ada", "big": big, "neg": -(2**70), "pi": 3.25, "é": "ü€😀", "nested": {"a": [1, None, True]}}
+    value = {
+        "name": "Ada",
+        "big": big,
+        "neg": -(2**70),
+        "pi": 3.25,
+        "é": "ü€😀",
+        "nested": {"a": [1, None, True]},
+    }
     index = client.put(Node(fresh + "ada"), value)
     item = client.get(node=fresh + "ada")
     assert item is not None
@@ -21,7 +28,9 @@ def test_put_get_round_trip_keeps_values_exactly(client: spindle.Client, fresh: 
     assert item.version == index
     assert not item.deleted
     assert item.value == value
-    assert item.value is not None and item.value["big"] == big and isinstance(item.value["big"], int)
+    assert (
+        item.value is not None and item.value["big"] == big and isinstance(item.value["big"], int)
+    )
     assert item.raw is not None and "123456789012345678901234567890" in item.raw
 
     text = '{ "z": 1,  "a": 10000000000000000000000000000000000001, "f": 1.50, "s": "\\u00e9", "d": 1, "d": 2 }'
@@ -74,7 +83,9 @@ def test_multi_item_transaction(client: spindle.Client, fresh: str) -> None:
     assert client.get(Edge(a, "knows", b)) is None
 
 
-def test_conflict_names_the_true_version_and_writes_nothing(client: spindle.Client, fresh: str) -> None:
+def test_conflict_names_the_true_version_and_writes_nothing(
+    client: spindle.Client, fresh: str
+) -> None:
     k = Node(fresh + "c")
     v1 = client.put(k, {"n": 1})
     t = client.txn().put(k, {"n": 2}, expect_version=0).put_node(fresh + "other", {"n": 3})
@@ -112,6 +123,8 @@ def test_ids_and_labels_with_url_characters(client: spindle.Client, fresh: str) 
     assert item is not None and item.key == Node(odd) and item.value == {"odd": True}
     edge = client.get(edge=(odd, label, "x+y"))
     assert edge is not None and edge.value == {"to": "x+y"}
-    listed = [e.key.to for e in client.out_edges(odd, label=label, page_size=1) if isinstance(e.key, Edge)]
+    listed = [
+        e.key.to for e in client.out_edges(odd, label=label, page_size=1) if isinstance(e.key, Edge)
+    ]
     assert listed == sorted(["x&y", "x+y", "x y", "x/y", "é"], key=lambda s: s.encode())
     assert len(list(client.history(node=odd, page_size=1))) == 1

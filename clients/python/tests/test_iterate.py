@@ -23,8 +23,10 @@ def test_iterate_returns_every_version_written(client: spindle.Client, fresh: st
     it = client.iterate()
     got: dict[tuple[spindle.Key, int], object] = {}
     for frame in it:
-        if isinstance(frame.key, Node) and frame.key.id.startswith(fresh) or (
-            isinstance(frame.key, Edge) and frame.key.from_.startswith(fresh)
+        if (
+            isinstance(frame.key, Node)
+            and frame.key.id.startswith(fresh)
+            or (isinstance(frame.key, Edge) and frame.key.from_.startswith(fresh))
         ):
             assert (frame.key, frame.version) not in got, "no version is sent twice"
             got[(frame.key, frame.version)] = frame.value
@@ -53,12 +55,18 @@ def test_iterate_filters(client: spindle.Client, fresh: str) -> None:
     def mine(**kw: object) -> list[spindle.Frame]:
         return [f for f in client.iterate(**kw) if f.key == a]  # type: ignore[arg-type]
 
-    assert [(f.version, f.value) for f in mine()] == [(v1, {"name": "one", "n": 1}), (v2, {"name": "two", "n": 2})]
+    assert [(f.version, f.value) for f in mine()] == [
+        (v1, {"name": "one", "n": 1}),
+        (v2, {"name": "two", "n": 2}),
+    ]
     assert [(f.version, f.value) for f in mine(latest_only=True)] == [(v2, {"name": "two", "n": 2})]
     keys_only = mine(keys_only=True, dedicated=True)
     assert [(f.version, f.value, f.raw) for f in keys_only] == [(v1, None, None), (v2, None, None)]
     projected = mine(projection="/name")
-    assert [(f.value, f.raw, f.projected) for f in projected] == [("one", '"one"', True), ("two", '"two"', True)]
+    assert [(f.value, f.raw, f.projected) for f in projected] == [
+        ("one", '"one"', True),
+        ("two", '"two"', True),
+    ]
     assert mine(kinds="edges") == []
     assert [f.version for f in mine(to=v1)] == [v1]
 

@@ -21,7 +21,9 @@ def test_min_index_waits_for_the_write(node: RunningNode, fresh: str) -> None:
     # The next commit index is at least first + 1; a read asking for it waits until the
     # view has applied it (or answers at once if it already has).
     got: list[spindle.Item | None] = []
-    t = threading.Thread(target=lambda: got.append(reader.get(k, min_index=first + 1, timeout_ms=30_000)))
+    t = threading.Thread(
+        target=lambda: got.append(reader.get(k, min_index=first + 1, timeout_ms=30_000))
+    )
     t.start()
     index = writer.put(k, {"v": 1})
     t.join()
@@ -32,7 +34,9 @@ def test_min_index_waits_for_the_write(node: RunningNode, fresh: str) -> None:
     assert item is not None and item.version == index
 
 
-def test_min_index_beyond_the_log_times_out_with_a_typed_error(client: spindle.Client, fresh: str) -> None:
+def test_min_index_beyond_the_log_times_out_with_a_typed_error(
+    client: spindle.Client, fresh: str
+) -> None:
     far = client.status()["log"]["durable_index"] + 1_000_000
     with pytest.raises(spindle.NotYetApplied) as caught:
         client.get(node=fresh + "x", min_index=far, timeout_ms=50)
@@ -49,7 +53,9 @@ def test_history_pages_across_pages(client: spindle.Client, fresh: str) -> None:
     assert [v.version for v in versions] == written + [deleted]
     assert [v.value for v in versions[:-1]] == [{"n": i} for i in range(7)]
     assert versions[-1].deleted and versions[-1].value is None
-    assert [v.version for v in client.history(k, page_size=2, after=written[4])] == written[5:] + [deleted]
+    assert [v.version for v in client.history(k, page_size=2, after=written[4])] == written[5:] + [
+        deleted
+    ]
 
 
 def test_out_edges_pages_across_pages(client: spindle.Client, fresh: str) -> None:
@@ -63,13 +69,16 @@ def test_out_edges_pages_across_pages(client: spindle.Client, fresh: str) -> Non
     deleted = client.delete(edge=(src, "knows", "n03"))
     edges = list(client.out_edges(src, page_size=3))
     live = [to for to in targets if to != "n03"]
-    assert [e.key for e in edges] == [Edge(src, "knows", to) for to in live] + [Edge(src, "likes", "zed")]
+    assert [e.key for e in edges] == [Edge(src, "knows", to) for to in live] + [
+        Edge(src, "likes", "zed")
+    ]
     assert edges[0].value == {"to": "n00"} and edges[0].version == first
     knows = list(client.out_edges(src, label="knows", page_size=2, as_of=deleted))
     assert [e.key for e in knows] == [Edge(src, "knows", to) for to in live]
     all_knows = list(client.out_edges(src, label="knows", page_size=2, as_of=deleted - 1))
     assert [e.key for e in all_knows] == [Edge(src, "knows", to) for to in targets]
     assert list(client.out_edges(src, as_of=first - 1, page_size=2)) == []
+
 
 def test_multiget_and_lookup(client: spindle.Client, fresh: str) -> None:
     a, b = Node(fresh + "ma"), Node(fresh + "mb")

@@ -67,7 +67,8 @@ class Client:
         """The chunk store: `put`, `get`, `has`, `delete`."""
 
     def __repr__(self) -> str:
-        return f"spindle.Client({self._http.scheme}://{self._http.host}:{self._http.port}, grpc={self._grpc.target})"
+        h = self._http
+        return f"spindle.Client('{h.scheme}://{h.host}:{h.port}', grpc='{self._grpc.target}')"
 
     def close(self) -> None:
         """Close the connections (the client reopens them if used again)."""
@@ -156,7 +157,10 @@ class Client:
         }
         try:
             resp = self._http.request(
-                "GET", "/v1/item", query=query, wait_s=self._wait_s(wait is not None or as_of is not None, timeout_ms)
+                "GET",
+                "/v1/item",
+                query=query,
+                wait_s=self._wait_s(wait is not None or as_of is not None, timeout_ms),
             )
         except NotFound as e:
             if e.code == "deleted" and include_deleted:
@@ -274,7 +278,10 @@ class Client:
         if timeout_ms is not None:
             body["timeout_ms"] = timeout_ms
         resp = self._http.request(
-            "POST", "/v1/multiget", body=dumps(body).encode(), wait_s=self._wait_s(wait is not None, timeout_ms)
+            "POST",
+            "/v1/multiget",
+            body=dumps(body).encode(),
+            wait_s=self._wait_s(wait is not None, timeout_ms),
         )
         answer = loads_answer(resp.body)
         values = answer.get("values") if isinstance(answer, dict) else None
@@ -307,7 +314,11 @@ class Client:
         return self._http.request("GET", "/metrics").body.decode("utf-8")
 
     def wait_applied(
-        self, index: int | None = None, *, timeout_s: float = 30.0, kinds: tuple[str, ...] = ("disk", "memory", "index")
+        self,
+        index: int | None = None,
+        *,
+        timeout_s: float = 30.0,
+        kinds: tuple[str, ...] = ("disk", "memory", "index"),
     ) -> dict[str, Any]:
         """Poll the status until every view of `kinds` is ready and has applied `index`
         (default: the highest commit this client has seen); answer that status. Raises
@@ -324,7 +335,8 @@ class Client:
             if time.monotonic() >= deadline:
                 names = ", ".join(f"{v.get('id')} at {v.get('applied_index')}" for v in behind)
                 raise NotYetApplied(
-                    f"views not at index {want} after {timeout_s} s: {names}", code="not_yet_applied"
+                    f"views not at index {want} after {timeout_s} s: {names}",
+                    code="not_yet_applied",
                 )
             time.sleep(pause_s)
             pause_s = min(pause_s * 2, 0.05)
@@ -387,7 +399,9 @@ class Client:
         ]
         return Iteration(streams, ends)
 
-    def tail(self, from_index: int = 1, *, batch_records_max: int = 0) -> Generator[Record, None, None]:
+    def tail(
+        self, from_index: int = 1, *, batch_records_max: int = 0
+    ) -> Generator[Record, None, None]:
         """The log's durable records from `from_index` on, over gRPC `Tail`; it waits for new
         records forever, so stop with `break` (or `.close()`), which ends the stream. Below
         the first retained index it raises `spindle.Truncated`."""
@@ -413,11 +427,19 @@ class Chunks:
         data = bytes(data)
         if id is None:
             resp = self._http.request(
-                "POST", "/v1/chunks", body=data, content_type="application/octet-stream", ok=(200, 201)
+                "POST",
+                "/v1/chunks",
+                body=data,
+                content_type="application/octet-stream",
+                ok=(200, 201),
             )
         else:
             resp = self._http.request(
-                "PUT", self._path(id), body=data, content_type="application/octet-stream", ok=(200, 201)
+                "PUT",
+                self._path(id),
+                body=data,
+                content_type="application/octet-stream",
+                ok=(200, 201),
             )
         answer = json.loads(resp.body)
         got = answer.get("id") if isinstance(answer, dict) else None

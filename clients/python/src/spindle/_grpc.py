@@ -160,9 +160,7 @@ class Iteration(Iterator[Frame]):
         self.close()
 
 
-def tail(
-    g: Grpc, from_index: int, batch_records_max: int
-) -> Generator[Record, None, None]:
+def tail(g: Grpc, from_index: int, batch_records_max: int) -> Generator[Record, None, None]:
     """The log's durable records from `from_index` on, waiting for new ones forever."""
     req = spindle_pb2.TailRequest(batch_records_max=batch_records_max)
     setattr(req, "from", from_index)

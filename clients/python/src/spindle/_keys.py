@@ -53,9 +53,7 @@ Key = Union[Node, Edge]
 """An item key: a `Node` or an `Edge`."""
 
 
-def pick_key(
-    key: Key | None, node: str | None, edge: tuple[str, str, str] | None
-) -> Key:
+def pick_key(key: Key | None, node: str | None, edge: tuple[str, str, str] | None) -> Key:
     """The one key named by a positional `Key`, `node=` or `edge=(from, label, to)`."""
     given = [k for k in (key, node, edge) if k is not None]
     if len(given) != 1:

@@ -59,7 +59,9 @@ class Txn:
 
     def put(self, key: Key, value: Value, *, expect_version: int | None = None) -> Txn:
         """Write `value` (a mapping, or `RawJSON` kept byte for byte) to `key`."""
-        return self._write(pick_key(key, None, None), f'"value":{encode_value(value)}', expect_version)
+        return self._write(
+            pick_key(key, None, None), f'"value":{encode_value(value)}', expect_version
+        )
 
     def put_node(self, id: str, value: Value, *, expect_version: int | None = None) -> Txn:
         """Write node `id`'s value."""
@@ -75,7 +77,11 @@ class Txn:
         expect_version: int | None = None,
     ) -> Txn:
         """Write the edge `from_ -[label]-> to` (value `{}` when none is given)."""
-        return self.put(Edge(from_, label, to), value if value is not None else {}, expect_version=expect_version)
+        return self.put(
+            Edge(from_, label, to),
+            value if value is not None else {},
+            expect_version=expect_version,
+        )
 
     def delete(
         self,
