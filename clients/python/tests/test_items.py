@@ -128,3 +128,29 @@ def test_ids_and_labels_with_url_characters(client: spindle.Client, fresh: str) 
     ]
     assert listed == sorted(["x&y", "x+y", "x y", "x/y", "é"], key=lambda s: s.encode())
     assert len(list(client.history(node=odd, page_size=1))) == 1
+
+
+def test_a_shared_client_counts_exactly_with_conditions(client: spindle.Client, fresh: str) -> None:
+    """Threads share one client and increment one counter with compare-and-set: every
+    increment lands exactly once, and the losers of each race see `Conflict`."""
+    import concurrent.futures
+
+    k = Node(fresh + "counter")
+    client.put(k, {"n": 0}, expect_version=0)
+
+    def increment() -> None:
+        while True:
+            item = client.get(k)
+            assert item is not None and item.value is not None
+            try:
+                client.put(k, {"n": item.value["n"] + 1}, expect_version=item.version)
+                return
+            except spindle.Conflict as e:
+                assert e.failed[0].item == k and e.failed[0].actual > item.version
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for f in [pool.submit(increment) for _ in range(40)]:
+            f.result()
+    final = client.get(k)
+    assert final is not None and final.value == {"n": 40}
+    assert len(list(client.history(k))) == 41, "no increment wrote twice"

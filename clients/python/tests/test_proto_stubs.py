@@ -11,7 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-pytest.importorskip("grpc_tools", reason="the drift check needs grpcio-tools (requirements-test.txt)")
+pytest.importorskip(
+    "grpc_tools", reason="the drift check needs grpcio-tools (requirements-test.txt)"
+)
 
 import generate_proto  # noqa: E402
 
