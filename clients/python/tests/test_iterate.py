@@ -71,6 +71,17 @@ def test_iterate_filters(client: spindle.Client, fresh: str) -> None:
     assert [f.version for f in mine(to=v1)] == [v1]
 
 
+def test_iterate_a_hash_range(client: spindle.Client, fresh: str) -> None:
+    for i in range(20):
+        client.put(Node(f"{fresh}{i}"), {"i": i})
+    whole = {f.key for f in client.iterate(kinds="nodes")}
+    half = client.iterate(kinds="nodes", hash_range=(0, 1 << 31))
+    lower = {f.key for f in half}
+    upper = {f.key for f in client.iterate(kinds="nodes", hash_range=(1 << 31, 1 << 32))}
+    assert lower | upper == whole and not lower & upper
+    assert {(e.range_lo, e.range_hi) for e in half.ends} == {(0, 1 << 30), (1 << 30, 1 << 31)}
+
+
 def test_iterate_refusals_are_typed(client: spindle.Client) -> None:
     with pytest.raises(spindle.BadRequest) as caught:
         list(client.iterate(keys_only=True, projection="/name"))

@@ -365,7 +365,8 @@ class Client:
         `kinds`: "all", "nodes" or "edges"; `keys_only`: no values; `projection`: a JSON
         Pointer (`/name`) to send one property instead of the object; `latest_only`: each
         item's newest version only; `dedicated`: an iterator of its own instead of a seat on
-        the view's carousel; `hash_range`: `(lo, hi)` of the 32-bit partition hash."""
+        the view's carousel; `hash_range`: `[lo, hi)` of the 32-bit partition hash (XXH32 of
+        the node id, or of an edge's `from`), served by the views it overlaps."""
         if kinds not in ("all", "nodes", "edges"):
             raise ValueError(f"kinds is 'all', 'nodes' or 'edges', not {kinds!r}")
         if view is None or to is None:
@@ -373,6 +374,13 @@ class Client:
             disks = [v for v in status.get("views", []) if v.get("kind") == "disk"]
             if view is not None:
                 disks = [v for v in disks if v.get("id") == view] or [{"id": view}]
+            elif hash_range is not None:
+                # Only the views whose partition overlaps the range (others would refuse it).
+                disks = [
+                    v
+                    for v in disks
+                    if v["range"][0] < hash_range[1] and hash_range[0] < v["range"][1]
+                ]
             if to is None and all("applied_index" in v for v in disks):
                 to = min(int(v["applied_index"]) for v in disks)
             views = [str(v["id"]) for v in disks]
