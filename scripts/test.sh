@@ -16,6 +16,8 @@ else
     echo "test: clippy is not installed for this toolchain; skipping lints" >&2
 fi
 cargo test --release --workspace --all-features
+# The Python client (clients/python): mypy --strict and its tests against the binary just built.
+SPINDLE_BIN="$CARGO_TARGET_DIR/release/spindle" bash clients/python/test.sh
 # The ring's sequence protocol under the loom model checker (its own cfg, its own target dir).
 LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$CARGO_TARGET_DIR-loom" \
     cargo test --release -p spindle-ring --test loom_sequence_protocol
