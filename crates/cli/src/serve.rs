@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use spindle_server::config::IndexConfig;
+use spindle_server::config::{IndexConfig, JetStreamSettings};
 use spindle_server::{Node, ServerConfig};
 
 #[derive(Debug, clap::Args)]
@@ -43,6 +43,20 @@ pub struct Args {
     /// Read the Disk Views' table files with O_DIRECT (bypassing the page cache).
     #[arg(long)]
     disk_direct_reads: bool,
+    /// Run the log on a NATS JetStream cluster instead of under the data directory: a
+    /// server's client URL (nats://host:port); repeat for each server.
+    #[arg(long = "jetstream", value_name = "URL")]
+    jetstream: Vec<String>,
+    /// The monitoring URL (http://host:port) of each JetStream server; the log checks every
+    /// server syncs each write before acknowledging it. Repeat for each server.
+    #[arg(long = "jetstream-monitor", value_name = "URL")]
+    jetstream_monitor: Vec<String>,
+    /// The JetStream stream holding the log (default SPINDLE).
+    #[arg(long)]
+    jetstream_stream: Option<String>,
+    /// Replicas the stream must have (default 3).
+    #[arg(long)]
+    jetstream_replicas: Option<usize>,
 }
 
 fn config(args: &Args) -> anyhow::Result<ServerConfig> {
@@ -85,6 +99,31 @@ fn config(args: &Args) -> anyhow::Result<ServerConfig> {
     }
     if args.disk_direct_reads {
         c.disk_direct_reads = true;
+    }
+    if !args.jetstream.is_empty() || !args.jetstream_monitor.is_empty() {
+        let js = c.jetstream.get_or_insert_with(|| JetStreamSettings {
+            servers: Vec::new(),
+            monitor_urls: Vec::new(),
+            stream: "SPINDLE".to_owned(),
+            replicas: 3,
+        });
+        if !args.jetstream.is_empty() {
+            js.servers = args.jetstream.clone();
+        }
+        if !args.jetstream_monitor.is_empty() {
+            js.monitor_urls = args.jetstream_monitor.clone();
+        }
+    }
+    if args.jetstream_stream.is_some() || args.jetstream_replicas.is_some() {
+        let Some(js) = c.jetstream.as_mut() else {
+            anyhow::bail!("--jetstream-stream and --jetstream-replicas need --jetstream URL");
+        };
+        if let Some(v) = &args.jetstream_stream {
+            js.stream = v.clone();
+        }
+        if let Some(v) = args.jetstream_replicas {
+            js.replicas = v;
+        }
     }
     c.validate()?;
     Ok(c)

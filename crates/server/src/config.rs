@@ -98,6 +98,35 @@ pub struct ServerConfig {
     /// Longest a graceful shutdown may take: in-flight requests, streams, and the views
     /// draining to the durable index. Past it the node stops anyway and logs what was left.
     pub shutdown_ms_max: u64,
+    /// Run the log on a NATS JetStream cluster instead of the file log under `data_dir`
+    /// (TOML table `[jetstream]`; `spindle serve --jetstream URL…`). Needs the `jetstream`
+    /// feature (on in the `spindle` binary).
+    pub jetstream: Option<JetStreamSettings>,
+}
+
+/// Where the node's JetStream log lives (docs/cluster.md).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct JetStreamSettings {
+    /// Client URLs of the cluster's servers (`nats://host:port`).
+    pub servers: Vec<String>,
+    /// Monitoring URLs (`http://host:port`) of every server: the log reads each one's
+    /// `/varz` and refuses servers that do not sync every write before acknowledging it.
+    pub monitor_urls: Vec<String>,
+    /// The stream's name.
+    #[serde(default = "default_stream")]
+    pub stream: String,
+    /// Replicas the stream must have.
+    #[serde(default = "default_replicas")]
+    pub replicas: usize,
+}
+
+fn default_stream() -> String {
+    "SPINDLE".to_owned()
+}
+
+fn default_replicas() -> usize {
+    3
 }
 
 impl Default for ServerConfig {
@@ -134,6 +163,7 @@ impl Default for ServerConfig {
             iterate_streams_max: 64,
             carousel_groups_max: 16,
             shutdown_ms_max: 30_000,
+            jetstream: None,
         }
     }
 }
@@ -212,6 +242,25 @@ impl ServerConfig {
                 "disk_partitions is {}; it must be between 1 and 256",
                 self.disk_partitions
             ));
+        }
+        if let Some(js) = &self.jetstream {
+            if !cfg!(feature = "jetstream") {
+                return bad(
+                    "jetstream is configured, but this build has no JetStream support \
+                     (build spindle with the `jetstream` feature)"
+                        .into(),
+                );
+            }
+            if js.servers.is_empty() || js.monitor_urls.is_empty() {
+                return bad(
+                    "jetstream needs at least one server URL and the monitoring URL \
+                     of every server"
+                        .into(),
+                );
+            }
+            if js.replicas == 0 {
+                return bad("jetstream replicas must be at least 1".into());
+            }
         }
         if self.truncate_replicas_min == 0 {
             return bad("truncate_replicas_min must be at least 1".into());

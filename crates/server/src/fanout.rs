@@ -25,7 +25,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use spindle_core::{Index, Record};
-use spindle_log::{FileLog, ReadError, Tail};
+use spindle_log::{ReadError, Tail};
+
+use crate::node_log::NodeLog;
 use spindle_ring::{Producer, Ring, RingBuilder, WaitStrategy};
 use spindle_view::follow::Applier;
 use spindle_view::ViewError;
@@ -118,7 +120,7 @@ pub fn recovery(error: &ReadError, attempt: u32) -> Recovery {
 /// durable index of that moment and stops; dropping its producer then closes the ring, and
 /// followers return once they have drained it.
 pub fn start(
-    log: Arc<FileLog>,
+    log: NodeLog,
     from: Index,
     stop: watch::Receiver<bool>,
     health: Arc<TailerHealth>,
@@ -156,7 +158,7 @@ fn injected() -> Option<ReadError> {
 }
 
 async fn tail_into(
-    log: Arc<FileLog>,
+    log: NodeLog,
     from: Index,
     mut producer: Producer<Slot>,
     mut stop: watch::Receiver<bool>,
@@ -266,7 +268,7 @@ impl<F: Fn(Index)> FollowEvents for F {
 pub fn follow<V: Applier + ?Sized>(
     name: &str,
     view: &V,
-    log: &FileLog,
+    log: &NodeLog,
     ring: &Ring<Slot>,
     events: &impl FollowEvents,
 ) -> Result<(), ViewError> {
@@ -330,7 +332,7 @@ fn apply_retrying<V: Applier + ?Sized>(
 /// Apply records from the log until the view has applied `target` (or the log ends).
 fn catch_up<V: Applier + ?Sized>(
     view: &V,
-    log: &FileLog,
+    log: &NodeLog,
     target: Index,
     apply: &impl Fn(&[Record]) -> Result<(), ViewError>,
 ) -> Result<(), ViewError> {

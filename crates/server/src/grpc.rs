@@ -25,7 +25,9 @@ use futures_util::{Stream, StreamExt};
 use prost::Message as _;
 use spindle_core::txn::TXN_BYTES_MAX;
 use spindle_core::{Index, Partition, Record, TXN_RECORDS_MAX};
-use spindle_log::{FileLog, ReadError};
+use spindle_log::ReadError;
+
+use crate::node_log::NodeLog;
 use spindle_view::{IterError, IterRequest, Kinds};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
@@ -504,7 +506,7 @@ pub struct TailLimits {
 /// messages within `limits`. Reads are sized by the largest record seen so far, so memory
 /// stays near `bytes_max` plus one transaction.
 pub fn read_messages(
-    log: &FileLog,
+    log: &NodeLog,
     from: Index,
     limits: TailLimits,
 ) -> Result<Vec<proto::RecordBatch>, ReadError> {

@@ -16,6 +16,8 @@ use parking_lot::Mutex;
 use spindle_chunk::ChunkStore;
 use spindle_core::{Index, ItemKey, Partition};
 use spindle_log::{FileLog, LogConfig, SyncMode};
+
+use crate::node_log::NodeLog;
 use spindle_ring::Ring;
 use spindle_view::carousel::Carousel;
 use spindle_view::disk::DiskOptions;
@@ -40,6 +42,8 @@ pub enum NodeError {
     },
     #[error("opening the log: {0}. The log was left as found: run `spindle inspect <data_dir>/log` to see what is wrong; if it reports corruption, restore the log from a replica or a backup (Spindle never cuts or repairs acknowledged data by itself)")]
     Log(#[from] spindle_log::OpenError),
+    #[error("opening the JetStream log: {0}")]
+    JetStreamLog(String),
     #[error("opening Disk View {}: {source}", dir.display())]
     View {
         dir: PathBuf,
@@ -356,7 +360,7 @@ pub struct TruncationState {
 #[derive(Debug)]
 pub struct Node {
     pub config: ServerConfig,
-    pub log: Arc<FileLog>,
+    pub log: NodeLog,
     pub disks: Vec<DiskSlot>,
     pub memory: Booted<MemoryView>,
     pub indexes: Vec<(IndexConfig, Booted<IndexView>)>,
@@ -410,7 +414,7 @@ fn existing_partition_counts(data: &Path) -> std::io::Result<Vec<u64>> {
 /// A Disk View may resume only if the log holds the record right after its applied
 /// index and nothing it has applied lies beyond the log's end (issue: views ahead of the
 /// log diverge silently as later appends reuse their indexes).
-fn check_view_against_log(view: &DiskView, log: &FileLog) -> Result<(), NodeError> {
+fn check_view_against_log(view: &DiskView, log: &NodeLog) -> Result<(), NodeError> {
     let applied = view.applied_index();
     let log_last = log.durable_index();
     if applied > log_last {
@@ -477,7 +481,14 @@ impl Node {
             },
             ..LogConfig::default()
         };
-        let log = Arc::new(FileLog::open_in(fs.clone(), data.join("log"), log_config)?);
+        let log = match &config.jetstream {
+            None => NodeLog::File(Arc::new(FileLog::open_in(
+                fs.clone(),
+                data.join("log"),
+                log_config,
+            )?)),
+            Some(js) => open_jetstream(js)?,
+        };
         let carousel_config = config.carousel();
         let mut disks = Vec::new();
         for i in 0..n {
@@ -802,7 +813,7 @@ impl Node {
         let decision = self.truncation_decision();
         let result = match persisted {
             Ok(()) if self.config.truncate => Some(
-                truncate::truncate(&*self.log, &decision)
+                truncate::truncate(&self.log, &decision)
                     .await
                     .map_err(|e| e.to_string()),
             ),
@@ -937,4 +948,22 @@ impl Node {
         }
         out
     }
+}
+
+/// Open the node's log on JetStream as its stream's appender.
+#[cfg(feature = "jetstream")]
+fn open_jetstream(js: &crate::config::JetStreamSettings) -> Result<NodeLog, NodeError> {
+    use spindle_log::jetstream::{JetStreamConfig, JetStreamLog};
+    let mut config = JetStreamConfig::new(js.servers.clone(), js.monitor_urls.clone());
+    config.stream = js.stream.clone();
+    config.replicas = js.replicas;
+    let log = JetStreamLog::open(config).map_err(|e| NodeError::JetStreamLog(e.to_string()))?;
+    Ok(NodeLog::JetStream(Arc::new(log)))
+}
+
+#[cfg(not(feature = "jetstream"))]
+fn open_jetstream(_: &crate::config::JetStreamSettings) -> Result<NodeLog, NodeError> {
+    Err(NodeError::JetStreamLog(
+        "this build has no JetStream support (the `jetstream` feature)".into(),
+    ))
 }

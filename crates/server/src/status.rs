@@ -71,6 +71,9 @@ pub struct TailerStatus {
 
 #[derive(Debug, Serialize)]
 pub struct LogStatus {
+    /// `"file"` (the log under the data directory) or `"jetstream"` (a NATS JetStream
+    /// stream, whose servers sync: the fsync fields below stay 0 / absent).
+    pub kind: &'static str,
     pub first_index: u64,
     pub durable_index: u64,
     pub syncs: u64,
@@ -270,16 +273,20 @@ impl Node {
         let decision = self.truncation_decision();
         let state = self.truncation.lock().clone();
         let stats = self.log.stats();
-        let sync = stats.sync_latency.percentiles();
+        let sync = stats.and_then(|s| s.sync_latency.percentiles());
+        let count = |f: fn(&spindle_log::LogStats) -> &AtomicU64| {
+            stats.map_or(0, |s| f(s).load(Ordering::Relaxed))
+        };
         let chunk_stats = self.chunks.stats();
         Status {
             uptime_s: self.started.elapsed().as_secs_f64(),
             log: LogStatus {
+                kind: self.log.kind(),
                 first_index: self.log.first_index().get(),
                 durable_index: durable,
-                syncs: stats.syncs.load(Ordering::Relaxed),
-                group_commits: stats.batches.load(Ordering::Relaxed),
-                records: stats.records.load(Ordering::Relaxed),
+                syncs: count(|s| &s.syncs),
+                group_commits: count(|s| &s.batches),
+                records: count(|s| &s.records),
                 sync_p50_us: sync.map(|p| p.p50_us),
                 sync_p99_us: sync.map(|p| p.p99_us),
                 sync_max_us: sync.map(|p| p.max_us),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use spindle_core::{Index, ItemKey, Partition, Transaction, Value};
 use spindle_log::{FileLog, LogConfig, SyncMode};
 use spindle_server::fanout;
+use spindle_server::node_log::NodeLog;
 use spindle_view::MemoryView;
 
 fn txn(round: u64, t: u64) -> Transaction {
@@ -27,7 +28,7 @@ fn late_and_early_followers_equal_a_replay() {
         sync: SyncMode::Off,
         ..LogConfig::default()
     };
-    let log = Arc::new(FileLog::open(dir.path(), config).unwrap());
+    let log = NodeLog::File(Arc::new(FileLog::open(dir.path(), config).unwrap()));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -349,6 +349,11 @@ impl JetStreamLog {
         futures::executor::block_on(crate::Log::append(self, txn))
     }
 
+    /// `read` for callers on a plain thread (not on an async worker).
+    pub fn read_blocking(&self, from: Index, max_records: usize) -> Result<Vec<Record>, ReadError> {
+        futures::executor::block_on(crate::Log::read(self, from, max_records))
+    }
+
     /// Why the log refuses writes, if it does.
     pub fn failure(&self) -> Option<String> {
         self.shared.failure()
