@@ -106,6 +106,8 @@ fn config(args: &Args) -> anyhow::Result<ServerConfig> {
             monitor_urls: Vec::new(),
             stream: "SPINDLE".to_owned(),
             replicas: 3,
+            node_name: None,
+            catalog_ttl_ms: 10_000,
         });
         if !args.jetstream.is_empty() {
             js.servers = args.jetstream.clone();

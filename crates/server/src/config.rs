@@ -119,6 +119,17 @@ pub struct JetStreamSettings {
     /// Replicas the stream must have.
     #[serde(default = "default_replicas")]
     pub replicas: usize,
+    /// This node's key in the stream's catalog (`<stream>_CATALOG`); default
+    /// `<hostname>-<http port>`. ASCII letters, digits, `-`, `_`, `=`.
+    #[serde(default)]
+    pub node_name: Option<String>,
+    /// A catalog entry not renewed for this long drops out (renewed every third of it).
+    #[serde(default = "default_catalog_ttl_ms")]
+    pub catalog_ttl_ms: u64,
+}
+
+fn default_catalog_ttl_ms() -> u64 {
+    10_000
 }
 
 fn default_stream() -> String {

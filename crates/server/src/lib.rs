@@ -3,6 +3,7 @@
 //! (docs/api.md), plus the clients `spindle load`, `ride` and `status` use.
 #![forbid(unsafe_code)]
 
+pub mod catalog;
 pub mod client;
 pub mod config;
 pub mod fanout;

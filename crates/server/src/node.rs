@@ -361,6 +361,9 @@ pub struct TruncationState {
 pub struct Node {
     pub config: ServerConfig,
     pub log: NodeLog,
+    /// This node's entry in the JetStream stream's catalog, once `serve` has bound its
+    /// listeners (none on the file log).
+    pub catalog: crate::catalog::CatalogSlot,
     pub disks: Vec<DiskSlot>,
     pub memory: Booted<MemoryView>,
     pub indexes: Vec<(IndexConfig, Booted<IndexView>)>,
@@ -541,6 +544,7 @@ impl Node {
             .collect();
         let node = Arc::new(Node {
             log,
+            catalog: Default::default(),
             disks,
             memory: Booted::new("memory".into()),
             indexes,

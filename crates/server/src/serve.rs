@@ -42,10 +42,16 @@ pub async fn serve(
     let grpc = TcpListener::bind(node.config.grpc_listen)
         .await
         .map_err(|e| anyhow::anyhow!("binding gRPC to {}: {e}", node.config.grpc_listen))?;
-    on_bound(Bound {
+    let bound = Bound {
         http: http.local_addr()?,
         grpc: grpc.local_addr()?,
-    });
+    };
+    // On JetStream: register in the stream's catalog before saying where the node listens.
+    let joining = node.clone();
+    tokio::task::spawn_blocking(move || joining.catalog.join(&joining, bound))
+        .await
+        .map_err(|e| anyhow::anyhow!("joining the catalog: {e}"))??;
+    on_bound(bound);
     let (stopping, _) = watch::channel(false);
     let (kill, _) = watch::channel(false);
     let wait = |rx: watch::Receiver<bool>| async move {
@@ -76,6 +82,9 @@ pub async fn serve(
         budget.as_millis()
     );
     stopping.send_replace(true);
+    // Leave the catalog first: nobody should pick a node that is going away.
+    let leaving = node.clone();
+    let _ = tokio::task::spawn_blocking(move || leaving.catalog.leave()).await;
     // Streams (rides, tails) end now with UNAVAILABLE; HTTP requests finish first.
     node.begin_shutdown();
     let http_result = match tokio::time::timeout_at(deadline, &mut http_task).await {

@@ -44,6 +44,9 @@ pub struct Status {
     pub failures: Vec<String>,
     pub tailer: TailerStatus,
     pub streams: StreamsStatus,
+    /// The stream's catalog, on a node that runs on JetStream (absent on the file log).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<crate::catalog::ClusterStatus>,
 }
 
 /// gRPC streams open now, and their limits.
@@ -357,6 +360,7 @@ impl Node {
                 tail_open: self.tail_seats.open(),
                 tail_max: self.config.tail_streams_max,
             },
+            cluster: self.catalog.status(),
         }
     }
 

@@ -15,6 +15,7 @@
 //! callers may use any executor.
 
 mod appender;
+pub mod catalog;
 pub mod check;
 mod read;
 
@@ -122,6 +123,9 @@ pub enum JetStreamError {
         holder: String,
         waited: Duration,
     },
+    /// The catalog bucket could not be used, or a registration was refused.
+    #[error("catalog of stream {stream}: {reason}")]
+    Catalog { stream: String, reason: String },
     /// The version checkpoint is missing or damaged while the stream was truncated past it.
     #[error("version checkpoint of stream {stream}: {reason}")]
     Checkpoint { stream: String, reason: String },

@@ -1,0 +1,174 @@
+//! A node on the JetStream log registers in the stream's catalog with its name, role,
+//! addresses and each Disk View's range and applied index (renewed, so the index it shows
+//! follows the writes); another process on the stream sees it. When the node is SIGKILLed
+//! its entry drops out by itself once not renewed for `catalog_ttl_ms`; when it stops on
+//! SIGTERM it leaves the catalog.
+
+#![cfg(feature = "jetstream")]
+
+#[path = "../../log/tests/nats_cluster/mod.rs"]
+mod nats_cluster;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hyper::{Method, StatusCode};
+use serde_json::{json, Value};
+use spindle_log::jetstream::catalog::Registration;
+use spindle_log::jetstream::JetStreamLog;
+use spindle_server::client::HttpClient;
+
+const STREAM: &str = "CATALOG_T";
+const TTL: Duration = Duration::from_millis(3000);
+
+fn start(dir: &Path, cluster: &nats_cluster::Cluster) -> (Child, String) {
+    let quote = |v: Vec<String>| {
+        v.iter()
+            .map(|s| format!("\"{s}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let config = dir.join("spindle.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[jetstream]\nservers = [{}]\nmonitor_urls = [{}]\nstream = \"{STREAM}\"\n\
+             replicas = 1\nnode_name = \"alpha\"\ncatalog_ttl_ms = {}\n",
+            quote(cluster.servers()),
+            quote(cluster.monitors()),
+            TTL.as_millis()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args([
+            "serve",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--disk-partitions", "2", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let http = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http="))
+        .unwrap_or_else(|| panic!("no http= in {line:?}: the node did not start"))
+        .to_owned();
+    (child, http)
+}
+
+/// Poll the observer's view of the catalog until `want` holds for alpha's entry (or its
+/// absence); panics with the last view after a minute.
+fn wait_alpha(observer: &Registration, what: &str, want: impl Fn(Option<&Value>) -> bool) {
+    let started = Instant::now();
+    loop {
+        let members = observer.members();
+        let alpha = members.iter().find(|m| m.key == "alpha");
+        let entry: Option<Value> = alpha.map(|m| serde_json::from_slice(&m.value).unwrap());
+        if want(entry.as_ref()) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{what}: the catalog still shows {entry:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_node_registers_renews_and_drops_out() {
+    let cluster = nats_cluster::Cluster::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, http) = start(dir.path(), &cluster);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = HttpClient::new(&http, None);
+
+    // Its own status names it and shows its entry.
+    let (s, status) = rt
+        .block_on(client.json(Method::GET, "/v1/status", None))
+        .unwrap();
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(status["cluster"]["name"], "alpha", "{status}");
+    let mine = &status["cluster"]["catalog"][0];
+    assert_eq!(mine["name"], "alpha", "{status}");
+    assert_eq!(mine["entry"]["role"], "node");
+    assert_eq!(mine["entry"]["http"], http.as_str());
+    let ranges: Vec<&Value> = mine["entry"]["views"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["kind"] == "disk")
+        .map(|v| &v["range"])
+        .collect();
+    assert_eq!(
+        ranges,
+        [&json!([0u64, 1u64 << 31]), &json!([1u64 << 31, 1u64 << 32])]
+    );
+
+    // Another process on the stream sees it, and its applied indexes follow the writes.
+    let mut reader_config = cluster.config(STREAM);
+    reader_config.replicas = 1;
+    let reader = JetStreamLog::open_reader(reader_config).unwrap();
+    let observer = reader
+        .register("observer", TTL, || b"{\"role\":\"observer\"}".to_vec())
+        .unwrap();
+    let mut last = 0;
+    for i in 0..20 {
+        let body = json!({"writes": [{"item": {"kind": "node", "id": format!("n{i}")}, "value": {"i": i}}]});
+        let (s, answer) = rt
+            .block_on(client.json(Method::POST, "/v1/txn", Some(&body)))
+            .unwrap();
+        assert_eq!(s, StatusCode::OK, "{answer}");
+        last = answer["index"].as_u64().unwrap();
+    }
+    wait_alpha(
+        &observer,
+        "alpha's applied indexes reach the last write",
+        |e| {
+            e.is_some_and(|e| {
+                e["durable_index"].as_u64() == Some(last)
+                    && e["views"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter(|v| v["kind"] == "disk")
+                        .all(|v| v["applied_index"].as_u64() == Some(last))
+            })
+        },
+    );
+    assert!(observer.members().iter().any(|m| m.key == "observer"));
+
+    // SIGKILL: nobody renews the entry, and it drops out after the TTL.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_alpha(&observer, "a killed node drops out", |e| e.is_none());
+
+    // Back (after its appender lease expires), registered again; SIGTERM: it leaves.
+    let (mut child, _) = start(dir.path(), &cluster);
+    wait_alpha(&observer, "the restarted node registers", |e| e.is_some());
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    assert!(child.wait().unwrap().success(), "SIGTERM is a clean stop");
+    wait_alpha(&observer, "a stopped node leaves", |e| e.is_none());
+    observer.close();
+    drop(reader);
+}

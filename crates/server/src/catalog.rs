@@ -1,0 +1,177 @@
+//! A node on the JetStream log registers in the stream's catalog (`<stream>_CATALOG`, see
+//! `spindle_log::jetstream::catalog`): its name, role, addresses and every view's range,
+//! applied and persisted index, renewed every third of `catalog_ttl_ms` so that a node that
+//! dies drops out by itself. Status shows every member the catalog holds.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use crate::node::Node;
+use crate::serve::Bound;
+
+/// The node's registration, while it has one.
+#[derive(Debug, Default)]
+pub struct CatalogSlot {
+    #[cfg(feature = "jetstream")]
+    registration: Mutex<Option<(String, spindle_log::jetstream::catalog::Registration)>>,
+    #[cfg(not(feature = "jetstream"))]
+    registration: Mutex<Option<(String, ())>>,
+}
+
+/// One member of the catalog in `status.cluster.catalog`.
+#[derive(Debug, Serialize)]
+pub struct MemberStatus {
+    pub name: String,
+    /// Seconds since the member last renewed its entry.
+    pub age_s: f64,
+    /// What it registered (see `Entry`), or its raw text if it is not JSON.
+    pub entry: serde_json::Value,
+}
+
+/// `status.cluster`: present when the node runs on JetStream and has registered.
+#[derive(Debug, Serialize)]
+pub struct ClusterStatus {
+    /// This node's key in the catalog.
+    pub name: String,
+    pub catalog: Vec<MemberStatus>,
+    /// Why the last renewal or catalog read failed, while it keeps failing.
+    pub catalog_error: Option<String>,
+}
+
+/// The JSON a node puts in its catalog entry.
+#[derive(Debug, Serialize)]
+struct Entry {
+    name: String,
+    /// `"node"`: the embedded node (appends, reads, every view of its own).
+    role: &'static str,
+    http: String,
+    grpc: String,
+    durable_index: u64,
+    views: Vec<EntryView>,
+}
+
+#[derive(Debug, Serialize)]
+struct EntryView {
+    id: String,
+    kind: &'static str,
+    range: [u64; 2],
+    applied_index: u64,
+    persisted_index: Option<u64>,
+}
+
+/// `<hostname>-<http port>`, with characters a KV key cannot hold replaced by `-`.
+fn default_name(http_port: u16) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".to_owned());
+    let host: String = host
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    format!("{host}-{http_port}")
+}
+
+fn entry_of(node: &Node, name: &str, bound: &Bound) -> Vec<u8> {
+    let status = node.status();
+    let entry = Entry {
+        name: name.to_owned(),
+        role: "node",
+        http: bound.http.to_string(),
+        grpc: bound.grpc.to_string(),
+        durable_index: status.log.durable_index,
+        views: status
+            .views
+            .into_iter()
+            .map(|v| EntryView {
+                id: v.id,
+                kind: v.kind,
+                range: v.range,
+                applied_index: v.applied_index,
+                persisted_index: v.persisted_index,
+            })
+            .collect(),
+    };
+    serde_json::to_vec(&entry).unwrap_or_default()
+}
+
+impl CatalogSlot {
+    /// Register `node` (a node on the JetStream log; nothing on the file log). Blocks until
+    /// the first entry is stored.
+    pub fn join(&self, node: &Arc<Node>, bound: Bound) -> anyhow::Result<()> {
+        #[cfg(feature = "jetstream")]
+        if let (crate::node_log::NodeLog::JetStream(log), Some(js)) =
+            (&node.log, &node.config.jetstream)
+        {
+            let name = js
+                .node_name
+                .clone()
+                .unwrap_or_else(|| default_name(bound.http.port()));
+            let weak: Weak<Node> = Arc::downgrade(node);
+            let key = name.clone();
+            let registration = log.register(
+                &name,
+                Duration::from_millis(js.catalog_ttl_ms),
+                move || match weak.upgrade() {
+                    Some(node) => entry_of(&node, &key, &bound),
+                    None => Vec::new(),
+                },
+            )?;
+            tracing::info!("registered in the catalog as {name}");
+            *self.registration.lock() = Some((name, registration));
+        }
+        #[cfg(not(feature = "jetstream"))]
+        let _ = (node, bound);
+        Ok(())
+    }
+
+    /// Leave the catalog at once (the entry is deleted, not left to expire).
+    pub fn leave(&self) {
+        #[cfg(feature = "jetstream")]
+        if let Some((_, r)) = self.registration.lock().take() {
+            r.close();
+        }
+    }
+
+    /// What the catalog held at its last read.
+    pub fn status(&self) -> Option<ClusterStatus> {
+        #[cfg(feature = "jetstream")]
+        {
+            let slot = self.registration.lock();
+            let (name, r) = slot.as_ref()?;
+            let members = r.members();
+            Some(ClusterStatus {
+                name: name.clone(),
+                catalog: members
+                    .into_iter()
+                    .map(|m| MemberStatus {
+                        name: m.key,
+                        age_s: m.age.as_secs_f64(),
+                        entry: serde_json::from_slice(&m.value).unwrap_or_else(|_| {
+                            serde_json::Value::String(
+                                String::from_utf8_lossy(&m.value).into_owned(),
+                            )
+                        }),
+                    })
+                    .collect(),
+                catalog_error: r.error(),
+            })
+        }
+        #[cfg(not(feature = "jetstream"))]
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn default_names_are_catalog_keys() {
+        let name = super::default_name(7070);
+        assert!(name.ends_with("-7070"), "{name}");
+        assert!(name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+    }
+}
