@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use spindle_server::config::{IndexConfig, JetStreamSettings};
+use spindle_server::config::{IndexConfig, JetStreamSettings, Role};
 use spindle_server::{Node, ServerConfig};
 
 #[derive(Debug, clap::Args)]
@@ -57,6 +57,14 @@ pub struct Args {
     /// Replicas the stream must have (default 3).
     #[arg(long)]
     jetstream_replicas: Option<usize>,
+    /// `node` (default: appends, reads, every view) or `disk-view` (a Disk View server on
+    /// the shared JetStream log: only the partitions given with --partition, reads only).
+    #[arg(long, value_parser = ["node", "disk-view"])]
+    role: Option<String>,
+    /// A partition to hold, as I/N (partition I of N; sets --disk-partitions N);
+    /// repeatable. For --role disk-view.
+    #[arg(long = "partition", value_name = "I/N")]
+    partitions: Vec<String>,
 }
 
 fn config(args: &Args) -> anyhow::Result<ServerConfig> {
@@ -126,6 +134,30 @@ fn config(args: &Args) -> anyhow::Result<ServerConfig> {
         if let Some(v) = args.jetstream_replicas {
             js.replicas = v;
         }
+    }
+    match args.role.as_deref() {
+        Some("disk-view") => c.role = Role::DiskView,
+        Some(_) => c.role = Role::Node,
+        None => {}
+    }
+    if !args.partitions.is_empty() {
+        let mut held = Vec::new();
+        for spec in &args.partitions {
+            let parsed = spec
+                .split_once('/')
+                .and_then(|(i, n)| Some((i.parse::<u64>().ok()?, n.parse::<u64>().ok()?)));
+            let Some((i, n)) = parsed.filter(|(i, n)| i < n) else {
+                anyhow::bail!("--partition {spec:?} must be I/N with I < N, e.g. 0/4");
+            };
+            if !held.is_empty() && c.disk_partitions != n {
+                anyhow::bail!("--partition values must all have the same N");
+            }
+            c.disk_partitions = n;
+            held.push(i);
+        }
+        held.sort_unstable();
+        held.dedup();
+        c.partitions = Some(held);
     }
     c.validate()?;
     Ok(c)

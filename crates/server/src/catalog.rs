@@ -45,7 +45,8 @@ pub struct ClusterStatus {
 #[derive(Debug, Serialize)]
 struct Entry {
     name: String,
-    /// `"node"`: the embedded node (appends, reads, every view of its own).
+    /// `"node"` (appends, reads, every view of its own) or `"disk-view"` (some Disk
+    /// Views of the shared log; reads and iteration only).
     role: &'static str,
     http: String,
     grpc: String,
@@ -80,7 +81,7 @@ fn entry_of(node: &Node, name: &str, bound: &Bound) -> Vec<u8> {
     let status = node.status();
     let entry = Entry {
         name: name.to_owned(),
-        role: "node",
+        role: node.config.role.name(),
         http: bound.http.to_string(),
         grpc: bound.grpc.to_string(),
         durable_index: status.log.durable_index,

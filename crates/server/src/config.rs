@@ -102,6 +102,31 @@ pub struct ServerConfig {
     /// (TOML table `[jetstream]`; `spindle serve --jetstream URL…`). Needs the `jetstream`
     /// feature (on in the `spindle` binary).
     pub jetstream: Option<JetStreamSettings>,
+    /// What this process is: `node` (the embedded node: appends, reads, every view) or
+    /// `disk-view` (a Disk View server on a shared JetStream log: holds only `partitions`,
+    /// follows the stream as a reader, serves reads and iteration, refuses appends).
+    pub role: Role,
+    /// The partitions of `disk_partitions` this process holds (default: all). A
+    /// `disk-view` server holds the ones listed here (`--partition I/N`).
+    pub partitions: Option<Vec<u64>>,
+}
+
+/// A process's role (`role` in the config, `--role`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    #[default]
+    Node,
+    DiskView,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Node => "node",
+            Role::DiskView => "disk-view",
+        }
+    }
 }
 
 /// Where the node's JetStream log lives (docs/cluster.md).
@@ -175,6 +200,8 @@ impl Default for ServerConfig {
             carousel_groups_max: 16,
             shutdown_ms_max: 30_000,
             jetstream: None,
+            role: Role::Node,
+            partitions: None,
         }
     }
 }
@@ -272,6 +299,28 @@ impl ServerConfig {
             if js.replicas == 0 {
                 return bad("jetstream replicas must be at least 1".into());
             }
+        }
+        if let Some(parts) = &self.partitions {
+            if parts.is_empty() || parts.iter().any(|&p| p >= self.disk_partitions) {
+                return bad(format!(
+                    "partitions {parts:?} must name at least one of 0..{} (disk_partitions)",
+                    self.disk_partitions
+                ));
+            }
+            if self.role == Role::Node && parts.len() as u64 != self.disk_partitions {
+                return bad(
+                    "a node holds every partition; only a disk-view server holds a \
+                     subset (role = \"disk-view\")"
+                        .into(),
+                );
+            }
+        }
+        if self.role == Role::DiskView && self.jetstream.is_none() {
+            return bad(
+                "a disk-view server follows a shared log: configure [jetstream] \
+                 (--jetstream URL)"
+                    .into(),
+            );
         }
         if self.truncate_replicas_min == 0 {
             return bad("truncate_replicas_min must be at least 1".into());

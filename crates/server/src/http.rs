@@ -39,6 +39,16 @@ pub struct ApiError {
     pub extra: Option<serde_json::Value>,
 }
 
+impl From<crate::node::NotServed> for ApiError {
+    fn from(e: crate::node::NotServed) -> Self {
+        ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "not_served_here",
+            e.to_string(),
+        )
+    }
+}
+
 impl ApiError {
     pub fn bad(message: impl Into<String>) -> Self {
         ApiError {
@@ -293,6 +303,14 @@ fn to_transaction(txn: TxnJson<'_>) -> ApiResult<Transaction> {
 }
 
 async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<serde_json::Value>> {
+    if node.config.role == crate::config::Role::DiskView {
+        return Err(ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "read_only_role",
+            "this is a disk-view server: it follows the shared log and serves reads; append \
+             through a node (role = \"node\", see the catalog in /v1/status)",
+        ));
+    }
     let body = read_body(&node, body, node.config.request_body_bytes_max).await?;
     let txn = to_transaction(parse_json::<TxnJson>(&body)?)?;
     let records = txn.writes.len() as u64;
@@ -471,7 +489,7 @@ async fn wait_disk(
     timeout: Duration,
 ) -> ApiResult<()> {
     if let Some(index) = index {
-        node.disk_for(key).wait_applied(index, timeout).await?;
+        node.disk_for(key)?.wait_applied(index, timeout).await?;
     }
     Ok(())
 }
@@ -502,7 +520,7 @@ async fn read_item(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Respons
     let key = item_key(&p)?;
     Counters::bump(&node.metrics.reads, 1);
     wait_disk(&node, &key, p.as_of.max(p.min_index), p.timeout).await?;
-    let view = node.disk_for(&key).view.clone();
+    let view = node.disk_for(&key)?.view.clone();
     let at = p.as_of;
     let k = key.clone();
     let version = blocking(move || {
@@ -556,7 +574,7 @@ async fn history(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Response>
     let after = Index::new(num_param(&q, "after")?.unwrap_or(0));
     Counters::bump(&node.metrics.reads, 1);
     wait_disk(&node, &key, p.min_index, p.timeout).await?;
-    let view = node.disk_for(&key).view.clone();
+    let view = node.disk_for(&key)?.view.clone();
     let k = key.clone();
     let page = blocking(move || Ok(view.history_page(&k, after, limit, Freshness::Any)?)).await?;
     let next = match (page.more, page.entries.last()) {
@@ -638,7 +656,7 @@ async fn out_edges(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Respons
     Counters::bump(&node.metrics.reads, 1);
     let wanted = p.as_of.max(p.min_index);
     wait_disk(&node, &key, wanted, p.timeout).await?;
-    let view = node.disk_for(&key).view.clone();
+    let view = node.disk_for(&key)?.view.clone();
     let at = p.as_of;
     let from = id.clone();
     let label = p.label.clone();

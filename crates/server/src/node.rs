@@ -133,6 +133,18 @@ pub enum WaitError {
     },
 }
 
+/// An item whose partition this process does not hold (a Disk View server holds some).
+#[derive(Clone, Debug, thiserror::Error)]
+#[error(
+    "item hash {hash:#010x} lies in no partition this server holds ({}); read it from a \
+     server that holds it (see the catalog in /v1/status)",
+    held.iter().map(|p| format!("[{:#x}, {:#x})", p.lo(), p.hi())).collect::<Vec<_>>().join(", ")
+)]
+pub struct NotServed {
+    pub hash: u32,
+    pub held: Vec<Partition>,
+}
+
 /// Why a view stopped following the log, once it has (its follower failed, or the log
 /// tailer that feeds every view did), or why it is paused (its disk is full and its follower
 /// retries). Readers waiting for an index fail at once on either.
@@ -452,6 +464,14 @@ impl Node {
         fs: Arc<dyn spindle_log::fs::Fs>,
     ) -> Result<Arc<Node>, NodeError> {
         config.validate()?;
+        let mut config = config;
+        if config.role == crate::config::Role::DiskView {
+            // A Disk View server only holds Disk Views and follows the shared log; the
+            // views that boot, and truncation, belong to the nodes that append.
+            config.memory_view = false;
+            config.index_views.clear();
+            config.truncate = false;
+        }
         let data = config.data_dir.clone();
         if spindle_view::disk_ingest::import_unfinished(&data) {
             return Err(NodeError::ImportUnfinished { dir: data });
@@ -490,11 +510,15 @@ impl Node {
                 data.join("log"),
                 log_config,
             )?)),
-            Some(js) => open_jetstream(js)?,
+            Some(js) => open_jetstream(js, config.role == crate::config::Role::Node)?,
         };
         let carousel_config = config.carousel();
         let mut disks = Vec::new();
-        for i in 0..n {
+        let held = config
+            .partitions
+            .clone()
+            .unwrap_or_else(|| (0..n).collect());
+        for i in held {
             let dir = disk_dir(&data, i, n);
             let options = DiskOptions {
                 block_cache_bytes: config.disk_block_cache_bytes,
@@ -664,12 +688,15 @@ impl Node {
     }
 
     /// The Disk View that owns `key`.
-    pub fn disk_for(&self, key: &ItemKey) -> &DiskSlot {
+    pub fn disk_for(&self, key: &ItemKey) -> Result<&DiskSlot, NotServed> {
         let hash = key.hash();
         self.disks
             .iter()
             .find(|d| d.view.partition().contains(hash))
-            .expect("the Disk Views tile the hash space")
+            .ok_or_else(|| NotServed {
+                hash,
+                held: self.disks.iter().map(|d| d.view.partition()).collect(),
+            })
     }
 
     /// The catalog view selection sees: every Disk View, for iteration.
@@ -956,17 +983,25 @@ impl Node {
 
 /// Open the node's log on JetStream as its stream's appender.
 #[cfg(feature = "jetstream")]
-fn open_jetstream(js: &crate::config::JetStreamSettings) -> Result<NodeLog, NodeError> {
+fn open_jetstream(
+    js: &crate::config::JetStreamSettings,
+    appender: bool,
+) -> Result<NodeLog, NodeError> {
     use spindle_log::jetstream::{JetStreamConfig, JetStreamLog};
     let mut config = JetStreamConfig::new(js.servers.clone(), js.monitor_urls.clone());
     config.stream = js.stream.clone();
     config.replicas = js.replicas;
-    let log = JetStreamLog::open(config).map_err(|e| NodeError::JetStreamLog(e.to_string()))?;
+    let log = if appender {
+        JetStreamLog::open(config)
+    } else {
+        JetStreamLog::open_reader(config)
+    }
+    .map_err(|e| NodeError::JetStreamLog(e.to_string()))?;
     Ok(NodeLog::JetStream(Arc::new(log)))
 }
 
 #[cfg(not(feature = "jetstream"))]
-fn open_jetstream(_: &crate::config::JetStreamSettings) -> Result<NodeLog, NodeError> {
+fn open_jetstream(_: &crate::config::JetStreamSettings, _: bool) -> Result<NodeLog, NodeError> {
     Err(NodeError::JetStreamLog(
         "this build has no JetStream support (the `jetstream` feature)".into(),
     ))

@@ -208,22 +208,27 @@ impl Node {
                 paused: d.stall.state().is_some_and(|s| s.retrying),
             });
         }
-        let booted = std::iter::once((
-            &self.memory.name,
-            self.memory.get().is_some(),
-            "memory",
-            self.memory.applied(),
-            self.memory.stall.state(),
-        ))
-        .chain(self.indexes.iter().map(|(_, s)| {
-            (
-                &s.name,
-                s.get().is_some(),
-                "index",
-                s.applied(),
-                s.stall.state(),
-            )
-        }));
+        // The Memory View is listed only where the node keeps one.
+        let booted = self
+            .config
+            .memory_view
+            .then_some((
+                &self.memory.name,
+                self.memory.get().is_some(),
+                "memory",
+                self.memory.applied(),
+                self.memory.stall.state(),
+            ))
+            .into_iter()
+            .chain(self.indexes.iter().map(|(_, s)| {
+                (
+                    &s.name,
+                    s.get().is_some(),
+                    "index",
+                    s.applied(),
+                    s.stall.state(),
+                )
+            }));
         for (name, ready, kind, applied, stalled) in booted {
             views.push(ViewStatus {
                 id: name.clone(),

@@ -247,6 +247,7 @@ fn check_restart(node: &Node, rt: &tokio::runtime::Runtime, model: &mut Model, s
         let want = replay.get(&key);
         let got = node
             .disk_for(&key)
+            .unwrap()
             .view
             .as_of(&key, durable, Freshness::Any)
             .unwrap()

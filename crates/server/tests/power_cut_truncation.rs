@@ -156,7 +156,7 @@ fn truncation_waits_for_synced_views_so_a_power_cut_loses_nothing() {
             .unwrap();
     }
     for (key, index, json) in &acked {
-        let slot = node.disk_for(key);
+        let slot = node.disk_for(key).unwrap();
         let got = slot
             .view
             .as_of(key, *index, Freshness::Any)

@@ -73,6 +73,7 @@ fn skip_bad_counts_and_skips_bad_lines() {
     let key = spindle_core::ItemKey::node("a").unwrap();
     let history = node
         .disk_for(&key)
+        .unwrap()
         .view
         .history(&key, spindle_view::Freshness::Any)
         .unwrap();

@@ -41,6 +41,7 @@ fn serve_reads_boots_iterates_and_writes_on_after_an_import() {
     for (key, (index, value)) in &latest {
         let got = node
             .disk_for(key)
+            .unwrap()
             .view
             .latest(key, Freshness::Any)
             .unwrap()
@@ -82,7 +83,7 @@ fn serve_reads_boots_iterates_and_writes_on_after_an_import() {
     ));
     let ok = Transaction::single(key.clone(), value.clone()).condition(key.clone(), *version);
     assert_eq!(node.log.append_blocking(&ok).unwrap(), last.next());
-    let slot = node.disk_for(key);
+    let slot = node.disk_for(key).unwrap();
     rt.block_on(slot.wait_applied(last.next(), WAIT)).unwrap();
     let got = slot.view.latest(key, Freshness::Any).unwrap().unwrap();
     assert_eq!((got.index, got.value), (last.next(), value));
