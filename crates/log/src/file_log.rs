@@ -233,6 +233,10 @@ impl FileLog {
             // died before syncing it): make it durable before serving it as durable, and so
             // the unsynced window starts from here.
             last.file.sync_all().map_err(io_at(&last.path))?;
+            // Likewise the names: a segment the dead process created and renamed into place
+            // but did not live to sync its directory for would be appended to and then lost
+            // with its name.
+            fs.sync_dir(&dir).map_err(io_at(&dir))?;
         }
         let (first, last) = match (scan.segments.first(), scan.last_index()) {
             (Some(f), last) => (f.first, last),
