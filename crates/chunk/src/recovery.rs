@@ -89,6 +89,13 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path) -> Result<Recovered> {
         len, catalog.volumes[&last].bytes,
         "replayed length matches the file"
     );
+    // What recovery found may sit only in the page cache of a process that died before its
+    // sync: records of the last volume, or the name of a volume it had just created. Make it
+    // durable before serving it (a power cut must not bring back a chunk served as deleted)
+    // and before appending there (acknowledged puts must not be lost with the name).
+    file.sync_all()
+        .map_err(|e| ChunkError::io("sync volume", &path, e))?;
+    volume::sync_dir(fs, dir)?;
     let active = Active {
         number: last,
         file,
