@@ -86,7 +86,11 @@ fn puts_into_a_volume_a_dead_process_created_unsynced_survive_a_power_cut() {
         }
     }
     assert!(rolled > 0, "no crash left a new volume behind");
-    assert!(lost.is_empty(), "acknowledged puts lost:\n{}", lost.join("\n"));
+    assert!(
+        lost.is_empty(),
+        "acknowledged puts lost:\n{}",
+        lost.join("\n")
+    );
 }
 
 /// The process dies after a put's or a delete's record reached the page cache but before its
@@ -133,6 +137,13 @@ fn what_a_restart_serves_after_a_process_crash_survives_a_power_cut() {
             }
         }
     }
-    assert!(served_unsynced > 0, "no crash left an unsynced record to serve");
-    assert!(changed.is_empty(), "served state changed:\n{}", changed.join("\n"));
+    assert!(
+        served_unsynced > 0,
+        "no crash left an unsynced record to serve"
+    );
+    assert!(
+        changed.is_empty(),
+        "served state changed:\n{}",
+        changed.join("\n")
+    );
 }

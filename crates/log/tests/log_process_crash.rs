@@ -110,5 +110,9 @@ fn appends_into_a_segment_whose_creation_a_dead_process_left_unsynced_survive_a_
         }
     }
     assert!(rolled_unsynced > 0, "no crash left a new segment behind");
-    assert!(lost.is_empty(), "acknowledged appends lost:\n{}", lost.join("\n"));
+    assert!(
+        lost.is_empty(),
+        "acknowledged appends lost:\n{}",
+        lost.join("\n")
+    );
 }
