@@ -46,6 +46,12 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path) -> Result<Recovered> {
         let is_last = n == last;
         let path = format::volume_path(dir, n);
         if is_last {
+            // After a failed sync the kernel keeps the unwritten pages cached but clean: a
+            // sync will not write them, yet a read returns them. Read the last volume (the
+            // only one a failed sync can leave so) from the disk.
+            fs.open(&path)
+                .and_then(|f| f.drop_cache())
+                .map_err(|e| ChunkError::io("drop cached pages of", &path, e))?;
             repair_empty_header(fs, dir, n)?;
         }
         let len = volume::file_len(fs, &path)?;

@@ -208,6 +208,18 @@ impl FileLog {
                 reason,
             })?;
         let stride = config.sparse_index_stride_records;
+        // After a failed sync the kernel keeps the unwritten pages cached but clean: a sync
+        // will not write them, yet a read returns them. Read the last segment (the only one
+        // a failed sync can leave so) from the disk, or records that never reached it would
+        // be served as durable.
+        if let Some((_, last)) = crate::segment::list_segments_in(&*fs, &dir)
+            .map_err(io_at(&dir))?
+            .last()
+        {
+            fs.open(last)
+                .and_then(|f| f.drop_cache())
+                .map_err(io_at(last))?;
+        }
         let scan = scan_dir(&*fs, &dir, stride, hint, |index, key, deleted| {
             if index > as_of {
                 versions.set(key, index, deleted);
