@@ -56,6 +56,16 @@ pub struct LogStats {
     pub syncs: AtomicU64,
     /// Records made durable.
     pub records: AtomicU64,
+    /// Syncs that returned while another sync of the log ran, and so waited for it before
+    /// trusting their own success (see `syncer::sync`).
+    pub sync_overlaps: AtomicU64,
+}
+
+/// The syncs running now, by the order they began (see `syncer::sync`).
+#[derive(Debug, Default)]
+pub(crate) struct SyncsRunning {
+    pub began: u64,
+    pub running: std::collections::BTreeSet<u64>,
 }
 
 /// State shared by appenders, readers and the writer thread.
@@ -76,6 +86,8 @@ pub(crate) struct Shared {
     /// Fast check for `failure` on the hot path.
     failed: AtomicBool,
     pub stats: LogStats,
+    pub syncs_running: Mutex<SyncsRunning>,
+    pub sync_ended: Condvar,
 }
 
 impl Shared {
@@ -308,6 +320,8 @@ impl FileLog {
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
             stats: LogStats::default(),
+            syncs_running: Mutex::new(SyncsRunning::default()),
+            sync_ended: Condvar::new(),
         });
         let (sync_tx, sync_rx) =
             std::sync::mpsc::sync_channel(shared.config.sync_queue_batches_max);
