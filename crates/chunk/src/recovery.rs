@@ -46,6 +46,11 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path) -> Result<Recovered> {
         let is_last = n == last;
         let path = format::volume_path(dir, n);
         if is_last {
+            // After a failed sync the kernel keeps the unwritten pages cached but clean: a
+            // sync will not write them, yet a read returns them. Read the last volume (the
+            // only one a failed sync can leave so) from the disk. Best effort: a file system
+            // that cannot drop cached pages only loses this guard.
+            let _ = fs.open(&path).and_then(|f| f.drop_cache());
             repair_empty_header(fs, dir, n)?;
         }
         let len = volume::file_len(fs, &path)?;
@@ -89,6 +94,13 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path) -> Result<Recovered> {
         len, catalog.volumes[&last].bytes,
         "replayed length matches the file"
     );
+    // What recovery found may sit only in the page cache of a process that died before its
+    // sync: records of the last volume, or the name of a volume it had just created. Make it
+    // durable before serving it (a power cut must not bring back a chunk served as deleted)
+    // and before appending there (acknowledged puts must not be lost with the name).
+    file.sync_all()
+        .map_err(|e| ChunkError::io("sync volume", &path, e))?;
+    volume::sync_dir(fs, dir)?;
     let active = Active {
         number: last,
         file,

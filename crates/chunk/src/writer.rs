@@ -10,7 +10,7 @@
 //! A failed write or sync is sticky: both threads stop, every waiting and later operation gets
 //! `WriterFailed`, and the store must be reopened (recovery then cuts any torn tail).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -88,6 +88,8 @@ struct PipeState {
     next_ticket: u64,
     /// The last ticket whose batches are published; publication follows ticket order.
     published_ticket: u64,
+    /// Tickets whose sync has not returned yet.
+    sync_running: BTreeSet<u64>,
     stop: bool,
     failed: bool,
 }
@@ -240,8 +242,9 @@ fn wait_drained(pipe: &Pipe) -> Result<()> {
 
 /// A syncer takes every batch written so far and syncs. Several syncers may sync at once
 /// (`syncs_in_flight_max`), which keeps the disk's queue deeper; a sync that returns makes
-/// durable everything written before it began, but batches are published strictly in the
-/// order they were taken, so acknowledgements and the catalog follow the log order.
+/// durable everything written before it began (unless a sync that overlapped it failed,
+/// which then fails the store), but batches are published strictly in the order they were
+/// taken, so acknowledgements and the catalog follow the log order.
 fn run_syncer(shared: &Shared, pipe: &Pipe) {
     loop {
         let (ticket, batches) = {
@@ -254,16 +257,28 @@ fn run_syncer(shared: &Shared, pipe: &Pipe) {
             }
             st.syncing += 1;
             st.next_ticket += 1;
-            (st.next_ticket, std::mem::take(&mut st.written))
+            let ticket = st.next_ticket;
+            st.sync_running.insert(ticket);
+            (ticket, std::mem::take(&mut st.written))
         };
         let synced = sync_batches(shared, &batches);
         let mut st = pipe.state.lock();
-        while st.published_ticket + 1 != ticket && !st.failed {
-            pipe.cv.wait(&mut st);
-        }
+        st.sync_running.remove(&ticket);
         if let Err(e) = synced {
             record_failure(shared, &e);
             st.failed = true;
+        }
+        pipe.cv.notify_all();
+        // Linux reports a write-back error to only one sync per open file: a sync that ran at
+        // the same time as this one may have been handed the error for this one's pages, and
+        // this one then returned success with the pages lost. So publish only once every sync
+        // that began before this one returned has returned too, and none failed.
+        let overlapped_up_to = st.next_ticket;
+        while !st.failed
+            && (st.published_ticket + 1 != ticket
+                || st.sync_running.range(..=overlapped_up_to).next().is_some())
+        {
+            pipe.cv.wait(&mut st);
         }
         if st.failed {
             st.syncing -= 1;

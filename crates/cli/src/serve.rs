@@ -170,9 +170,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .build()?;
     let data_dir = config.data_dir.clone();
     let node = Node::open(config)?;
+    let shutdown = {
+        let _in_runtime = rt.enter();
+        spindle_server::serve::signals()
+    };
     rt.block_on(spindle_server::serve::serve(
         node,
-        spindle_server::serve::signals(),
+        shutdown,
         |bound| {
             // One parseable line on stdout: scripts and tests read the bound ports from it.
             println!(

@@ -8,7 +8,9 @@
 //! or (writes) torn at a byte, so a later write can survive an earlier one, as with page-cache
 //! writeback; unsynced directory operations survive as a random prefix of their order, as with
 //! a metadata journal. After a cut every handle opened before it fails with `EIO`, the
-//! directory lock is released, and the state is what a reboot would find.
+//! directory lock is released, and the state is what a reboot would find. A sync can also be
+//! made to fail as a failed write-back does on Linux (`fail_next_sync`): the data is lost to
+//! the disk but stays readable from the cache until `drop_cache` or a cut.
 //!
 //! Seeded and single-locked: the choices at a cut depend only on the seed and on the sequence
 //! of calls made (which threads may interleave differently from run to run).
@@ -79,6 +81,8 @@ struct State {
     cut_at: Option<u64>,
     /// Whether the armed event is a process crash (data stays) rather than a power cut.
     crash_only: bool,
+    /// The next file sync fails: its write-back is lost, the pages stay cached and clean.
+    fail_next_sync: bool,
     cuts: u64,
     last_cut: CutReport,
 }
@@ -210,6 +214,21 @@ impl State {
     }
 }
 
+impl Inode {
+    /// The disk's contents once every pending operation is written back (equal to `current`
+    /// unless a write-back failed).
+    fn written_back(&self) -> Vec<u8> {
+        let mut data = self.durable.clone();
+        for op in &self.pending {
+            match op {
+                FileOp::Write { offset, bytes } => apply_write(&mut data, *offset, bytes),
+                FileOp::SetLen(len) => data.resize(*len as usize, 0),
+            }
+        }
+        data
+    }
+}
+
 fn apply_write(data: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
     let end = offset as usize + bytes.len();
     if data.len() < end {
@@ -251,6 +270,7 @@ impl SimFs {
                 mutations: 0,
                 cut_at: None,
                 crash_only: false,
+                fail_next_sync: false,
                 cuts: 0,
                 last_cut: CutReport::default(),
             })),
@@ -285,6 +305,14 @@ impl SimFs {
         let mut s = self.state.lock();
         s.cut_at = Some(s.mutations + n.max(1));
         s.crash_only = true;
+    }
+
+    /// Make the next `sync_data`/`sync_all` of any file fail with `EIO` as a failed
+    /// write-back does on Linux: the file's unsynced writes never reach the disk, yet stay
+    /// readable from the page cache (the kernel marks the pages clean), so a later sync
+    /// succeeds without writing them and a reader sees them until `drop_cache` or a cut.
+    pub fn fail_next_sync(&self) {
+        self.state.lock().fail_next_sync = true;
     }
 
     /// Whether an armed cut is still waiting to fire.
@@ -375,9 +403,26 @@ impl FsFile for SimFile {
     fn sync_data(&self) -> io::Result<()> {
         let mut s = self.state.lock();
         s.mutate(self.generation)?;
+        let failed = std::mem::take(&mut s.fail_next_sync);
         let inode = s.inode(self.inode)?;
-        inode.durable = inode.current.clone();
+        if failed {
+            inode.pending.clear();
+            return Err(io::Error::other("simulated write-back failure (EIO)"));
+        }
+        // What is waiting to be written back reaches the disk; data whose write-back failed
+        // earlier is cached but clean, and is not written again.
+        inode.durable = inode.written_back();
         inode.pending.clear();
+        Ok(())
+    }
+
+    /// The cache keeps only what is durable or still waiting to be written back: data whose
+    /// write-back failed is read from the disk again.
+    fn drop_cache(&self) -> io::Result<()> {
+        let mut s = self.state.lock();
+        s.check(self.generation)?;
+        let inode = s.inode(self.inode)?;
+        inode.current = inode.written_back();
         Ok(())
     }
 

@@ -58,6 +58,16 @@ pub struct LogStats {
     pub records: AtomicU64,
     /// How long the most recent fdatasyncs took.
     pub sync_latency: SyncLatency,
+    /// Syncs that returned while another sync of the log ran, and so waited for it before
+    /// trusting their own success (see `syncer::sync`).
+    pub sync_overlaps: AtomicU64,
+}
+
+/// The syncs running now, by the order they began (see `syncer::sync`).
+#[derive(Debug, Default)]
+pub(crate) struct SyncsRunning {
+    pub began: u64,
+    pub running: std::collections::BTreeSet<u64>,
 }
 
 /// The durations of the last `SYNC_LATENCY_WINDOW` fdatasyncs of appends, for the status
@@ -124,6 +134,8 @@ pub(crate) struct Shared {
     /// Fast check for `failure` on the hot path.
     failed: AtomicBool,
     pub stats: LogStats,
+    pub syncs_running: Mutex<SyncsRunning>,
+    pub sync_ended: Condvar,
 }
 
 impl Shared {
@@ -256,6 +268,19 @@ impl FileLog {
                 reason,
             })?;
         let stride = config.sparse_index_stride_records;
+        // After a failed sync the kernel keeps the unwritten pages cached but clean: a sync
+        // will not write them, yet a read returns them. Read the last segment (the only one
+        // a failed sync can leave so) from the disk, or records that never reached it would
+        // be served as durable.
+        // (Best effort: a file system that cannot drop cached pages only loses this guard.)
+        if let Some((_, last)) = crate::segment::list_segments_in(&*fs, &dir)
+            .map_err(io_at(&dir))?
+            .last()
+        {
+            if let Err(e) = fs.open(last).and_then(|f| f.drop_cache()) {
+                tracing::warn!(file = %last.display(), error = %e, "could not drop cached pages before recovery");
+            }
+        }
         let scan = scan_dir(&*fs, &dir, stride, hint, |index, key, deleted| {
             if index > as_of {
                 versions.set(key, index, deleted);
@@ -281,6 +306,10 @@ impl FileLog {
             // died before syncing it): make it durable before serving it as durable, and so
             // the unsynced window starts from here.
             last.file.sync_all().map_err(io_at(&last.path))?;
+            // Likewise the names: a segment the dead process created and renamed into place
+            // but did not live to sync its directory for would be appended to and then lost
+            // with its name.
+            fs.sync_dir(&dir).map_err(io_at(&dir))?;
         }
         let (first, last) = match (scan.segments.first(), scan.last_index()) {
             (Some(f), last) => (f.first, last),
@@ -339,6 +368,8 @@ impl FileLog {
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
             stats: LogStats::default(),
+            syncs_running: Mutex::new(SyncsRunning::default()),
+            sync_ended: Condvar::new(),
         });
         let (sync_tx, sync_rx) =
             std::sync::mpsc::sync_channel(shared.config.sync_queue_batches_max);

@@ -119,7 +119,43 @@ fn complete(shared: &Shared, jobs: Vec<SyncJob>) {
     }
 }
 
+/// fdatasync `seg`. The writer thread (sealing a segment, or keeping the unsynced window)
+/// and the syncer thread may sync the same segment at once, and Linux reports a write-back
+/// error to only one sync per open file: the other returns success although pages it waited
+/// for never reached the disk. So a failure is recorded before this sync counts as ended,
+/// and a success counts only once every sync that began before it returned has ended
+/// without a failure being recorded.
 pub(crate) fn sync(shared: &Shared, seg: &SegmentHandle) -> Result<(), String> {
+    let ticket = {
+        let mut syncs = shared.syncs_running.lock();
+        syncs.began += 1;
+        let ticket = syncs.began;
+        syncs.running.insert(ticket);
+        ticket
+    };
+    let result = sync_data(shared, seg);
+    if let Err(cause) = &result {
+        shared.fail(cause.clone());
+    }
+    let mut syncs = shared.syncs_running.lock();
+    syncs.running.remove(&ticket);
+    shared.sync_ended.notify_all();
+    let overlapped_up_to = syncs.began;
+    if syncs.running.range(..=overlapped_up_to).next().is_some() {
+        shared.stats.sync_overlaps.fetch_add(1, Ordering::Relaxed);
+        while syncs.running.range(..=overlapped_up_to).next().is_some() {
+            shared.sync_ended.wait(&mut syncs);
+        }
+    }
+    drop(syncs);
+    result?;
+    match shared.failure() {
+        Some(cause) => Err(cause),
+        None => Ok(()),
+    }
+}
+
+fn sync_data(shared: &Shared, seg: &SegmentHandle) -> Result<(), String> {
     fail::fail_point!(
         "log::sync",
         |_| Err("injected fdatasync failure".to_owned())

@@ -60,11 +60,8 @@ pub async fn serve(
     };
     let router = crate::http::router(node.clone());
     let http_stop = wait(stopping.subscribe());
-    let mut http_task = tokio::spawn(async move {
-        axum::serve(http, router)
-            .with_graceful_shutdown(http_stop)
-            .await
-    });
+    let head_max = Duration::from_millis(node.config.request_body_ms_max);
+    let mut http_task = tokio::spawn(serve_http(http, router, head_max, http_stop));
     let kill_rx = kill.subscribe();
     let incoming = TcpListenerStream::new(grpc)
         .map(move |conn| conn.map(|io| Killable::new(io, kill_rx.clone())));
@@ -151,6 +148,63 @@ pub async fn serve(
 /// How long closing the connections that outlived `shutdown_ms_max` may take.
 pub const FORCE_CLOSE_MAX: Duration = Duration::from_secs(1);
 
+/// Pause after a failed `accept` (out of file descriptors, say) before accepting again.
+pub const ACCEPT_RETRY_MS: u64 = 100;
+
+/// Serve HTTP/1 on `listener` until `stop` resolves, then let every open connection finish
+/// the request it is serving. Each request head (the first on a connection, or the next on a
+/// kept-alive one) must arrive within `head_max`, or the connection is closed: a client that
+/// sends half a head and stops, or idles, does not hold a connection and its task for ever
+/// (`axum::serve` sets no such bound).
+async fn serve_http(
+    listener: TcpListener,
+    router: axum::Router,
+    head_max: Duration,
+    stop: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let (closing, _) = watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let io = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((io, _)) => io,
+                Err(e) => {
+                    tracing::warn!("accepting an HTTP connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(ACCEPT_RETRY_MS)).await;
+                    continue;
+                }
+            },
+            () = &mut stop => break,
+        };
+        while connections.try_join_next().is_some() {}
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let mut closing = closing.subscribe();
+        connections.spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(head_max);
+            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(io), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                done = conn.as_mut() => {
+                    if let Err(e) = done {
+                        tracing::debug!("HTTP connection ended: {e}");
+                    }
+                    return;
+                }
+                _ = closing.wait_for(|c| *c) => {}
+            }
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        });
+    }
+    closing.send_replace(true);
+    while connections.join_next().await.is_some() {}
+    Ok(())
+}
+
 /// A gRPC connection that fails every read and write once `kill` turns true, so that a
 /// connection whose client stopped reading ends at the shutdown deadline.
 struct Killable {
@@ -226,11 +280,17 @@ impl AsyncWrite for Killable {
 }
 
 /// Resolves on SIGINT or SIGTERM.
-pub async fn signals() {
+pub fn signals() -> impl Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{signal, SignalKind};
+    // Installed now, not at the first poll: a SIGTERM that arrives as soon as the node
+    // prints its addresses must stop it gracefully, not kill it with the default action.
+    // Call it inside the runtime (`Runtime::enter` or an async context).
     let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    let mut int = signal(SignalKind::interrupt()).expect("installing a SIGINT handler");
+    async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }
