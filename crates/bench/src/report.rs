@@ -124,6 +124,67 @@ pub struct InRound<'a, T: Serialize> {
     pub row: &'a T,
 }
 
+/// Per round, `pick(rows of the round)` where it measured something (a ratio of two systems
+/// of the round, or one system's rate).
+pub fn per_round<R>(rounds: &[Vec<R>], pick: impl Fn(&[R]) -> Option<f64>) -> Vec<f64> {
+    rounds.iter().filter_map(|rows| pick(rows)).collect()
+}
+
+/// `--json` output of a scenario run in rounds: every row tagged with its round (counted
+/// from 0), then one summary object per target.
+pub fn print_rounds_json<R: Serialize>(
+    rounds: &[Vec<R>],
+    summaries: &[Summary],
+) -> anyhow::Result<()> {
+    for (round, rows) in rounds.iter().enumerate() {
+        let tagged: Vec<_> = rows.iter().map(|row| InRound { round, row }).collect();
+        print_json(&tagged)?;
+    }
+    print_json(summaries)
+}
+
+/// One Markdown row per system: for each column its median over the rounds and its range.
+/// `columns` names the values (`(label, digits)`); `rows` gives each system's spreads in the
+/// same order (`None` where the system did not measure that value).
+pub fn print_spreads(
+    first: &str,
+    columns: &[(&str, usize)],
+    rows: &[(String, Vec<Option<Spread>>)],
+) {
+    let mut header = vec![first.to_owned()];
+    for (label, _) in columns {
+        header.push(format!("{label} (median)"));
+        header.push("range".to_owned());
+    }
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(name, spreads)| {
+            let mut cells = vec![name.clone()];
+            for (s, (_, d)) in spreads.iter().zip(columns) {
+                match s {
+                    Some(s) => {
+                        cells.push(format!("{:.d$}", s.median));
+                        cells.push(format!("{:.d$} – {:.d$}", s.min, s.max));
+                    }
+                    None => cells.extend(["-".to_owned(), "-".to_owned()]),
+                }
+            }
+            cells
+        })
+        .collect();
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    print_table(&header, &table);
+}
+
+/// The spread over the rounds of `value` of the row `find` picks in each round.
+pub fn spread_of<R>(
+    rounds: &[Vec<R>],
+    find: impl Fn(&[R]) -> Option<&R>,
+    value: impl Fn(&R) -> f64,
+) -> Option<Spread> {
+    Spread::of(&per_round(rounds, |rows| find(rows).map(&value)))
+}
+
 /// Print the verdicts as a Markdown table.
 pub fn print_summaries(summaries: &[Summary]) {
     let rows: Vec<Vec<String>> = summaries
