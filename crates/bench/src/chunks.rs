@@ -187,8 +187,7 @@ fn one_round(
 }
 
 fn find<'a>(rows: &'a [Row], system: &str, phase: &str) -> Option<&'a Row> {
-    rows.iter()
-        .find(|r| r.system == system && r.phase == phase)
+    rows.iter().find(|r| r.system == system && r.phase == phase)
 }
 
 /// The targets, each judged on the median of its per-round values.
@@ -780,9 +779,8 @@ fn print_markdown(names: &[&str], rounds: &[Vec<Row>], groups: &[usize]) {
         .flat_map(|&phase| {
             names.iter().filter_map(move |&system| {
                 find(rounds.first()?, system, phase)?;
-                let spread = |f: fn(&Row) -> f64| {
-                    spread_of(rounds, |rows| find(rows, system, phase), f)
-                };
+                let spread =
+                    |f: fn(&Row) -> f64| spread_of(rounds, |rows| find(rows, system, phase), f);
                 let mbs = find(rounds.first()?, system, phase)?.bytes > 0;
                 Some((
                     format!("{system} {phase}"),

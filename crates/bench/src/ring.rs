@@ -242,7 +242,8 @@ fn print_markdown(systems: &[String], consumers: &[usize], rounds: &[Vec<Row>]) 
         .iter()
         .flat_map(|&k| {
             systems.iter().map(move |system| {
-                let spread = |f: fn(&Row) -> f64| spread_of(rounds, |rows| find(rows, system, k), f);
+                let spread =
+                    |f: fn(&Row) -> f64| spread_of(rounds, |rows| find(rows, system, k), f);
                 (
                     format!("{system}, {k} consumers ({} threads)", k + 1),
                     vec![

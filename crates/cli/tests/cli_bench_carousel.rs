@@ -26,8 +26,7 @@ fn bench_carousel_prints_one_object_per_rider_and_per_run() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let (summaries, rows): (Vec<_>, Vec<_>) =
-        lines.into_iter().partition(|r| r["summary"] == true);
+    let (summaries, rows): (Vec<_>, Vec<_>) = lines.into_iter().partition(|r| r["summary"] == true);
     let runs = [
         ("carousel", 1),
         ("dedicated", 1),

@@ -25,8 +25,7 @@ fn bench_chunks_rotates_rounds_and_prints_summaries() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let (summaries, rows): (Vec<_>, Vec<_>) =
-        lines.into_iter().partition(|r| r["summary"] == true);
+    let (summaries, rows): (Vec<_>, Vec<_>) = lines.into_iter().partition(|r| r["summary"] == true);
     let order = ["spindle", "file-per-chunk", "sqlite-blob", "device"];
     for round in 0..2usize {
         let rotated: Vec<&str> = (0..order.len())

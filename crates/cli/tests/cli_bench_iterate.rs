@@ -24,8 +24,7 @@ fn bench_iterate_rotates_rounds_and_prints_summaries() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let (summaries, rows): (Vec<_>, Vec<_>) =
-        lines.into_iter().partition(|r| r["summary"] == true);
+    let (summaries, rows): (Vec<_>, Vec<_>) = lines.into_iter().partition(|r| r["summary"] == true);
     let order = [
         "rocksdb-raw",
         "iterate-nothing",

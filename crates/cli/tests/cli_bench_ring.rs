@@ -22,8 +22,7 @@ fn bench_ring_rotates_rounds_and_prints_summaries() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let (summaries, rows): (Vec<_>, Vec<_>) =
-        lines.into_iter().partition(|r| r["summary"] == true);
+    let (summaries, rows): (Vec<_>, Vec<_>) = lines.into_iter().partition(|r| r["summary"] == true);
     let order = [
         "spindle",
         "crossbeam-channel",
