@@ -233,4 +233,20 @@ mod tests {
         let v = Summary::judge("r", &[1.0, 1.1, 1.3], Target::AtMost(1.15)).unwrap();
         assert!(v.met);
     }
+
+    #[test]
+    fn per_round_values_skip_rounds_that_did_not_measure_them() {
+        // Rounds of (system, value); the second round lacks system "b".
+        let rounds = vec![
+            vec![("a", 2.0), ("b", 1.0)],
+            vec![("a", 3.0)],
+            vec![("b", 2.0), ("a", 8.0)],
+        ];
+        let find = |rows: &[(&str, f64)], s: &str| rows.iter().find(|r| r.0 == s).map(|r| r.1);
+        let ratios = per_round(&rounds, |rows| Some(find(rows, "a")? / find(rows, "b")?));
+        assert_eq!(ratios, [2.0, 4.0]);
+        let a = spread_of(&rounds, |rows| rows.iter().find(|r| r.0 == "a"), |r| r.1).unwrap();
+        assert_eq!((a.median, a.min, a.max), (3.0, 2.0, 8.0));
+        assert!(spread_of(&rounds, |rows| rows.iter().find(|r| r.0 == "c"), |r| r.1).is_none());
+    }
 }
