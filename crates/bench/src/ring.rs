@@ -72,7 +72,7 @@ pub struct Args {
     pub systems: Vec<String>,
     /// Rounds: every system runs once per round and consumer count, in an order rotated each
     /// round; targets are judged on the median of the per-round ratios.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// Print one JSON object per measurement (with its `round`), then one per target
     /// (`"summary": true`).
