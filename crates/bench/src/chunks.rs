@@ -10,9 +10,13 @@
 //! - `device`: the limits: appends with one fdatasync per group of the size Spindle reached,
 //!   and random `O_DIRECT` reads of a file of the same size.
 //!
-//! The run is phase by phase (`put`, `get-cold`, `get-warm`, `keys`, `open`), each phase for
-//! every system in turn, so that the systems meet the machine's noise at about the same time.
-//! All systems' files exist at once (about 4 × chunks × size bytes on disk).
+//! A round is phase by phase (`put`, `get-cold`, `get-warm`, `keys`, `open`), each phase for
+//! every system in turn, so that the systems meet the machine's noise at about the same time;
+//! `--rounds` repeats it with fresh stores and the systems' order rotated each round, and the
+//! targets are judged on the median of the per-round ratios. `device` syncs at the group
+//! size Spindle reached in the same round, or, when it puts before Spindle, in the round
+//! before (`--device-group` in the first round). All systems' files of one round exist at
+//! once (about 4 × chunks × size bytes on disk); they are removed after each round.
 //!
 //! Every system but `device` checks BLAKE3 of what it reads (unless `--verify false`), so no
 //! system wins by skipping the work a content-addressed store must do. Files go under `--dir`
@@ -31,7 +35,10 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use spindle_chunk::{ChunkId, ChunkStore, Options};
 
-use crate::report::{print_json, print_table};
+use crate::report::{
+    per_round, print_rounds_json, print_spreads, print_summaries, round_order, spread_of, Summary,
+    Target,
+};
 
 /// Options of `spindle bench chunks`.
 #[derive(Debug, Clone, clap::Args)]
@@ -61,7 +68,12 @@ pub struct Args {
     /// Chunks per fdatasync for `device` when `spindle` is not measured in the same run.
     #[arg(long, default_value_t = 16)]
     pub device_group: usize,
-    /// Print one JSON object per (system, phase).
+    /// Rounds: every system runs every phase once per round, in an order rotated each round;
+    /// targets are judged on the median of the per-round ratios.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Print one JSON object per (round, system, phase), then one per target
+    /// (`"summary": true`).
     #[arg(long)]
     pub json: bool,
 }
@@ -96,20 +108,50 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             "unknown system {s:?} (known: {SYSTEMS:?})"
         );
     }
+    ensure!(args.rounds > 0, "--rounds must be > 0");
     fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
+    let data = ChunkData::new(args.size);
+    let order = shuffled(args.chunks, 0x5eed);
+    let names: Vec<&'static str> = SYSTEMS
+        .into_iter()
+        .filter(|s| args.systems.iter().any(|a| a == s))
+        .collect();
+    let mut group = args.device_group;
+    let mut groups = Vec::new();
+    let mut rounds = Vec::new();
+    for round in 0..args.rounds {
+        let (rows, g) = one_round(args, &data, &order, &round_order(&names, round), group)?;
+        group = g;
+        groups.push(g);
+        rounds.push(rows);
+    }
+    let summaries = verdicts(&rounds);
+    if args.json {
+        return print_rounds_json(&rounds, &summaries);
+    }
+    print_markdown(&names, &rounds, &groups);
+    println!();
+    print_summaries(&summaries);
+    Ok(())
+}
+
+/// One round with fresh stores, the systems in `names`' order in every phase. Returns the
+/// rows and the group size `device` synced at (Spindle's average group commit, once known).
+fn one_round(
+    args: &Args,
+    data: &ChunkData,
+    order: &[usize],
+    names: &[&'static str],
+    mut group: usize,
+) -> anyhow::Result<(Vec<Row>, usize)> {
     let tmp = tempfile::Builder::new()
         .prefix("spindle-bench-chunks-")
         .tempdir_in(&args.dir)?;
-    let data = ChunkData::new(args.size);
-    let order = shuffled(args.chunks, 0x5eed);
     let mut systems: Vec<Box<dyn System>> = Vec::new();
-    for name in SYSTEMS
-        .iter()
-        .filter(|s| args.systems.iter().any(|a| a == *s))
-    {
+    for &name in names {
         let dir = tmp.path().join(name);
         fs::create_dir_all(&dir)?;
-        systems.push(match *name {
+        systems.push(match name {
             "spindle" => Box::new(Spindle {
                 dir,
                 store: None,
@@ -129,11 +171,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // Phase by phase, every system in turn, so that the systems meet the machine's noise
     // (other jobs, the disk's own moods) at about the same time.
     let mut rows = Vec::new();
-    let mut group = args.device_group;
     for phase in PHASES {
         for system in &mut systems {
             eprintln!("{} {phase}", system.name());
-            if let Some(row) = system.run(phase, args, &data, &order, group)? {
+            if let Some(row) = system.run(phase, args, data, order, group)? {
                 rows.push(row);
             }
             if let Some(g) = system.group() {
@@ -142,12 +183,53 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     drop(systems);
-    if args.json {
-        print_json(&rows)
-    } else {
-        print_markdown(&rows, group);
-        Ok(())
-    }
+    Ok((rows, group))
+}
+
+fn find<'a>(rows: &'a [Row], system: &str, phase: &str) -> Option<&'a Row> {
+    rows.iter().find(|r| r.system == system && r.phase == phase)
+}
+
+/// The targets, each judged on the median of its per-round values.
+fn verdicts(rounds: &[Vec<Row>]) -> Vec<Summary> {
+    let ratio = |phase: &str, peer: &str| {
+        per_round(rounds, |rows| {
+            Some(find(rows, "spindle", phase)?.mb_per_s / find(rows, peer, phase)?.mb_per_s)
+        })
+    };
+    let warm = per_round(rounds, |rows| {
+        Some(find(rows, "spindle", "get-warm")?.mb_per_s)
+    });
+    [
+        Summary::judge(
+            "put: spindle / device (MB/s)",
+            &ratio("put", "device"),
+            Target::AtLeast(0.85),
+        ),
+        Summary::judge(
+            "put: spindle / file-per-chunk (MB/s)",
+            &ratio("put", "file-per-chunk"),
+            Target::AtLeast(1.2),
+        ),
+        Summary::judge(
+            "get-cold: spindle / device (MB/s)",
+            &ratio("get-cold", "device"),
+            Target::AtLeast(0.9),
+        ),
+        Summary::judge(
+            "get-cold: spindle / file-per-chunk (MB/s)",
+            &ratio("get-cold", "file-per-chunk"),
+            Target::AtLeast(1.1),
+        ),
+        Summary::judge(
+            "get-warm: spindle MB/s (BLAKE3 verified)",
+            &warm,
+            Target::AtLeast(2500.0),
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 const PHASES: [&str; 5] = ["put", "get-cold", "get-warm", "keys", "open"];
@@ -691,49 +773,35 @@ fn device_get(path: &Path, threads: usize, order: &[usize], size: usize) -> anyh
     Ok(row("device", "get-cold", order.len(), size, secs, &h))
 }
 
-fn print_markdown(rows: &[Row], group: usize) {
-    let device = |phase: &str| {
-        rows.iter()
-            .find(|r| r.system == "device" && r.phase == phase)
-            .map(|r| r.mb_per_s)
-    };
-    let header = [
-        "system",
-        "phase",
-        "chunks",
-        "MB/s",
-        "vs device",
-        "p50 µs",
-        "p99 µs",
-        "seconds",
-    ];
-    let table: Vec<Vec<String>> = rows
+fn print_markdown(names: &[&str], rounds: &[Vec<Row>], groups: &[usize]) {
+    let rows: Vec<(String, Vec<_>)> = PHASES
         .iter()
-        .map(|r| {
-            let vs = match (r.mb_per_s > 0.0, device(r.phase)) {
-                (true, Some(d)) if d > 0.0 => format!("{:.0}%", 100.0 * r.mb_per_s / d),
-                _ => "".into(),
-            };
-            let mbs = if r.bytes > 0 {
-                format!("{:.0}", r.mb_per_s)
-            } else {
-                "".into()
-            };
-            vec![
-                r.system.clone(),
-                r.phase.into(),
-                r.chunks.to_string(),
-                mbs,
-                vs,
-                r.p50_us.to_string(),
-                r.p99_us.to_string(),
-                format!("{:.3}", r.seconds),
-            ]
+        .flat_map(|&phase| {
+            names.iter().filter_map(move |&system| {
+                find(rounds.first()?, system, phase)?;
+                let spread =
+                    |f: fn(&Row) -> f64| spread_of(rounds, |rows| find(rows, system, phase), f);
+                let mbs = find(rounds.first()?, system, phase)?.bytes > 0;
+                Some((
+                    format!("{system} {phase}"),
+                    vec![
+                        mbs.then(|| spread(|r| r.mb_per_s)).flatten(),
+                        spread(|r| r.p50_us as f64),
+                        spread(|r| r.p99_us as f64),
+                        spread(|r| r.seconds),
+                    ],
+                ))
+            })
         })
         .collect();
-    print_table(&header, &table);
+    print_spreads(
+        "system and phase",
+        &[("MB/s", 0), ("p50 µs", 0), ("p99 µs", 0), ("seconds", 3)],
+        &rows,
+    );
     println!();
     println!(
-        "device put syncs once per {group} chunks (Spindle's average group commit in this run)."
+        "device put synced once per {groups:?} chunks in the rounds (Spindle's average group \
+         commit)."
     );
 }

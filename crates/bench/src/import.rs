@@ -10,8 +10,11 @@
 //! - `log-only`: the import's first pass without the sort and views: every record parsed,
 //!   written into log segments and synced.
 //!
-//! `items` in the output counts records (lines; each is one version of one item). With
-//! `--json`: one object per system, `system, items, bytes, seconds, items_per_s, mb_per_s`.
+//! `items` in the output counts records (lines; each is one version of one item). The input
+//! is written once; `--rounds` runs the three systems once per round, in an order rotated
+//! each round, and judges the target (import at least 5× the online load) on the median of
+//! the per-round ratios. With `--json`: one object per system and round, `round, system,
+//! items, bytes, seconds, items_per_s, mb_per_s`, then one summary object per target.
 
 use std::fs::File;
 use std::io::{BufWriter, Write as _};
@@ -23,6 +26,10 @@ use anyhow::{ensure, Context as _};
 use serde::Serialize;
 
 use crate::graph::{generate, json_line, GraphSpec};
+use crate::report::{
+    per_round, print_rounds_json, print_spreads, print_summaries, round_order, spread_of, Summary,
+    Target,
+};
 use crate::serve_child::ServeChild;
 
 /// Longest wait for a node to apply everything.
@@ -48,7 +55,12 @@ pub struct Args {
     /// Directory for the input and the data directories (a real disk); removed afterwards.
     #[arg(long, default_value = ".")]
     pub dir: PathBuf,
-    /// Print one JSON object per system.
+    /// Rounds: every system runs once per round, in an order rotated each round; the target
+    /// is judged on the median of the per-round ratios.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Print one JSON object per system and round (with its `round`), then one per target
+    /// (`"summary": true`).
     #[arg(long)]
     pub json: bool,
 }
@@ -78,6 +90,7 @@ impl Row {
 
 pub fn run(a: &Args) -> anyhow::Result<()> {
     ensure!(a.items >= 5, "--items must be at least 5");
+    ensure!(a.rounds > 0, "--rounds must be > 0");
     ensure!(
         a.disk_partitions >= 1,
         "--disk-partitions must be at least 1"
@@ -92,50 +105,67 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
     eprintln!("input: {records} records, {:.1} MB", bytes as f64 / 1e6);
     let exe = std::env::current_exe()?;
 
-    let log_only = measure_log_only(a, base, &input)?;
-    eprintln!("log-only: {log_only:.2}s");
-    let import = measure_import(a, &exe, base, &input, records)?;
-    eprintln!("import: {import:.2}s");
-    let online = measure_online(a, &exe, base, &input, records)?;
-    eprintln!("online-load: {online:.2}s");
-
-    let rows = [
-        Row::new("import", records, bytes, import),
-        Row::new("online-load", records, bytes, online),
-        Row::new("log-only", records, bytes, log_only),
-    ];
-    if a.json {
-        crate::report::print_json(&rows)?;
-    } else {
-        let table: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.system.to_owned(),
-                    r.items.to_string(),
-                    format!("{:.1}", r.bytes as f64 / 1e6),
-                    format!("{:.2}", r.seconds),
-                    format!("{:.0}", r.items_per_s),
-                    format!("{:.1}", r.mb_per_s),
-                    format!("{:.2}", online / r.seconds),
-                ]
-            })
-            .collect();
-        crate::report::print_table(
-            &[
-                "system",
-                "records",
-                "MB",
-                "seconds",
-                "records/s",
-                "MB/s",
-                "speed vs online-load",
-            ],
-            &table,
-        );
+    let mut rounds: Vec<Vec<Row>> = Vec::new();
+    for round in 0..a.rounds {
+        let mut rows = Vec::new();
+        for system in round_order(&SYSTEMS, round) {
+            eprintln!(
+                "bench import: round {}/{}: {system} ...",
+                round + 1,
+                a.rounds
+            );
+            let seconds = match system {
+                "log-only" => measure_log_only(a, base, &input)?,
+                "import" => measure_import(a, &exe, base, &input, records)?,
+                "online-load" => measure_online(a, &exe, base, &input, records)?,
+                other => unreachable!("unknown system {other}"),
+            };
+            eprintln!("{system}: {seconds:.2}s");
+            rows.push(Row::new(system, records, bytes, seconds));
+        }
+        rounds.push(rows);
     }
+    let find = |rows: &[Row], system: &str| rows.iter().position(|r| r.system == system);
+    let speedup = per_round(&rounds, |rows| {
+        Some(rows[find(rows, "online-load")?].seconds / rows[find(rows, "import")?].seconds)
+    });
+    let summaries: Vec<Summary> = Summary::judge(
+        "online-load seconds / import seconds",
+        &speedup,
+        Target::AtLeast(5.0),
+    )
+    .into_iter()
+    .collect();
+    if a.json {
+        return print_rounds_json(&rounds, &summaries);
+    }
+    let rows: Vec<(String, Vec<_>)> = SYSTEMS
+        .iter()
+        .map(|&system| {
+            let spread = |f: fn(&Row) -> f64| {
+                spread_of(&rounds, |rows| rows.iter().find(|r| r.system == system), f)
+            };
+            (
+                format!("{system} ({records} records, {:.1} MB)", bytes as f64 / 1e6),
+                vec![
+                    spread(|r| r.seconds),
+                    spread(|r| r.items_per_s),
+                    spread(|r| r.mb_per_s),
+                ],
+            )
+        })
+        .collect();
+    print_spreads(
+        "system",
+        &[("seconds", 2), ("records/s", 0), ("MB/s", 1)],
+        &rows,
+    );
+    println!();
+    print_summaries(&summaries);
     Ok(())
 }
+
+const SYSTEMS: [&str; 3] = ["import", "online-load", "log-only"];
 
 /// The graph as `spindle gen` writes it. Returns (records, bytes).
 fn write_input(a: &Args, path: &Path) -> anyhow::Result<(u64, u64)> {

@@ -4,18 +4,26 @@
 //! Loads a deterministic synthetic graph (`--nodes --edges --versions --seed`; power-law
 //! out-degrees, a few JSON properties per item) through the log into 4 Disk Views, then
 //! measures `rocksdb-raw`, `iterate-nothing`, `iterate-all`, `boot-memory-diskviews` and
-//! `boot-memory-replay`, interleaved, the fastest of several runs each. Prints a Markdown
-//! table, or with `--json` one object per measurement: `system, items, bytes, seconds,
-//! mib_per_s`.
+//! `boot-memory-replay` once per round (`--rounds`), in an order rotated each round (the
+//! data is built once, before the first round). Prints per system the median, min and max
+//! of its seconds and, per target, the median of the per-round ratios with its range; with
+//! `--json` one object per measurement (`round, system, items, bytes, seconds, mib_per_s`)
+//! and one summary object per target.
 
 use std::collections::HashMap;
 use std::time::Instant;
+
+use serde::Serialize;
 
 use spindle_core::{Index, Partition, Transaction};
 use spindle_log::{FileLog, LogConfig, SyncMode};
 use spindle_view::frame::{FrameReader, FrameRef};
 
 use crate::graph::{generate, GraphSpec};
+use crate::report::{
+    per_round, print_rounds_json, print_spreads, print_summaries, round_order, spread_of, Summary,
+    Target,
+};
 use spindle_view::{
     follow, select, BootProgress, CatalogEntry, DiskView, IterRequest, MemoryView, Role,
     SelectRequest,
@@ -43,7 +51,12 @@ pub struct Args {
     /// Directory for the log and the Disk Views (a real disk); removed afterwards.
     #[arg(long, default_value = ".")]
     pub dir: std::path::PathBuf,
-    /// Print one JSON object per measurement.
+    /// Rounds: every system runs once per round, in an order rotated each round; targets are
+    /// judged on the median of the per-round ratios.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Print one JSON object per measurement (with its `round`), then one per target
+    /// (`"summary": true`).
     #[arg(long)]
     pub json: bool,
 }
@@ -91,50 +104,86 @@ pub(crate) fn futures_block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
+#[derive(Debug, Serialize)]
 struct Row {
     system: &'static str,
     items: u64,
     bytes: u64,
     seconds: f64,
+    mib_per_s: f64,
 }
 
-fn print_json(rows: &[Row]) {
-    for r in rows {
-        let mib_per_s = r.bytes as f64 / (1 << 20) as f64 / r.seconds;
-        println!(
-            "{}",
-            serde_json::json!({
-                "system": r.system,
-                "items": r.items,
-                "bytes": r.bytes,
-                "seconds": r.seconds,
-                "mib_per_s": mib_per_s,
-            })
-        );
-    }
+const SYSTEMS: [&str; 5] = [
+    "rocksdb-raw",
+    "iterate-nothing",
+    "iterate-all",
+    "boot-memory-diskviews",
+    "boot-memory-replay",
+];
+
+fn find<'a>(rows: &'a [Row], system: &str) -> Option<&'a Row> {
+    rows.iter().find(|r| r.system == system)
 }
 
-fn print(rows: &[Row]) {
-    let base = rows[0].seconds;
-    println!("| system | items | MiB | seconds | MiB/s | items/s | time vs rocksdb-raw |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    for r in rows {
-        println!(
-            "| {} | {} | {:.1} | {:.3} | {:.1} | {:.0} | {:.2} |",
-            r.system,
-            r.items,
-            r.bytes as f64 / (1 << 20) as f64,
-            r.seconds,
-            r.bytes as f64 / (1 << 20) as f64 / r.seconds,
-            r.items as f64 / r.seconds,
-            r.seconds / base
-        );
-    }
+/// The targets, each judged on the median of its per-round ratios of seconds.
+fn verdicts(rounds: &[Vec<Row>]) -> Vec<Summary> {
+    let ratio = |a: &str, b: &str| {
+        per_round(rounds, |rows| {
+            Some(find(rows, a)?.seconds / find(rows, b)?.seconds)
+        })
+    };
+    [
+        Summary::judge(
+            "iterate-nothing / rocksdb-raw (seconds)",
+            &ratio("iterate-nothing", "rocksdb-raw"),
+            Target::AtMost(1.05),
+        ),
+        Summary::judge(
+            "iterate-all / rocksdb-raw (seconds)",
+            &ratio("iterate-all", "rocksdb-raw"),
+            Target::AtMost(1.15),
+        ),
+        Summary::judge(
+            "boot-memory-replay / boot-memory-diskviews (seconds)",
+            &ratio("boot-memory-replay", "boot-memory-diskviews"),
+            Target::AtLeast(2.5),
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+fn print(rounds: &[Vec<Row>]) {
+    let rows: Vec<(String, Vec<_>)> = SYSTEMS
+        .iter()
+        .map(|&system| {
+            let spread = |f: fn(&Row) -> f64| spread_of(rounds, |rows| find(rows, system), f);
+            let items = rounds
+                .first()
+                .and_then(|rows| find(rows, system))
+                .map_or(0, |r| r.items);
+            (
+                format!("{system} ({items} items)"),
+                vec![
+                    spread(|r| r.seconds),
+                    spread(|r| r.mib_per_s),
+                    spread(|r| r.items as f64 / r.seconds),
+                ],
+            )
+        })
+        .collect();
+    print_spreads(
+        "system",
+        &[("seconds", 3), ("MiB/s", 1), ("items/s", 0)],
+        &rows,
+    );
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.nodes > 0, "--nodes must be > 0");
     anyhow::ensure!(args.versions > 0, "--versions must be > 0");
+    anyhow::ensure!(args.rounds > 0, "--rounds must be > 0");
     let a = args;
     let dir = tempfile::Builder::new()
         .prefix("spindle-iterate-")
@@ -218,8 +267,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         (i + vi, b + vb)
     });
 
-    // Each system returns (items, bytes) and is timed; runs are interleaved across systems
-    // so machine noise spreads over all of them, and the fastest run of each counts.
+    // Each system returns (items, bytes) and is timed; every round runs them all, in an
+    // order rotated each round, so machine noise and order effects fall on all of them.
     type Measure<'a> = Box<dyn FnMut() -> (u64, u64) + 'a>;
     let mut systems: Vec<(&'static str, Measure)> = vec![
         // A plain iterator over the same key ranges with the same read options.
@@ -273,22 +322,30 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             }),
         ),
     ];
-    let mut rows: Vec<Row> = Vec::new();
-    for _ in 0..RUNS {
-        for (i, (system, measure)) in systems.iter_mut().enumerate() {
+    let mut rounds: Vec<Vec<Row>> = Vec::new();
+    let indexes: Vec<usize> = (0..systems.len()).collect();
+    for round in 0..a.rounds {
+        let mut rows = Vec::new();
+        for i in round_order(&indexes, round) {
+            let (system, measure) = &mut systems[i];
+            let system: &'static str = system;
+            eprintln!(
+                "bench iterate: round {}/{}: {system} ...",
+                round + 1,
+                a.rounds
+            );
             let t = Instant::now();
             let (items, bytes) = measure();
             let seconds = t.elapsed().as_secs_f64();
-            match rows.get_mut(i) {
-                Some(row) => row.seconds = row.seconds.min(seconds),
-                None => rows.push(Row {
-                    system,
-                    items,
-                    bytes,
-                    seconds,
-                }),
-            }
+            rows.push(Row {
+                system,
+                items,
+                bytes,
+                seconds,
+                mib_per_s: bytes as f64 / (1 << 20) as f64 / seconds,
+            });
         }
+        rounds.push(rows);
     }
     drop(systems);
     assert_eq!(
@@ -296,16 +353,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         replay().snapshot(),
         "boot and replay must agree"
     );
+    let summaries = verdicts(&rounds);
     if a.json {
-        print_json(&rows);
-    } else {
-        print(&rows);
+        return print_rounds_json(&rounds, &summaries);
     }
+    print(&rounds);
+    println!();
+    print_summaries(&summaries);
     Ok(())
 }
-
-/// Runs of each measurement; the fastest counts (these machines are noisy).
-const RUNS: usize = 5;
 
 /// Run an iteration to its end with a consumer that walks every frame.
 fn drain(view: &DiskView, req: &IterRequest) -> (u64, u64) {

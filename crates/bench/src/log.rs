@@ -26,7 +26,7 @@ use spindle_core::{ItemKey, Transaction, Value};
 use spindle_log::{FileLog, LogConfig, SyncMode};
 
 use crate::report::{
-    print_json, print_summaries, print_table, round_order, InRound, Spread, Summary, Target,
+    print_rounds_json, print_summaries, print_table, round_order, Spread, Summary, Target,
 };
 
 const EVENT_JSON: &str = r#"{"Type":"ItemCreated","ItemId":"1324"}"#;
@@ -219,11 +219,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir(&args.dir);
     let summaries = verdicts(&rounds);
     if args.json {
-        for (round, rows) in rounds.iter().enumerate() {
-            let tagged: Vec<_> = rows.iter().map(|row| InRound { round, row }).collect();
-            print_json(&tagged)?;
-        }
-        return print_json(&summaries);
+        return print_rounds_json(&rounds, &summaries);
     }
     print_medians(&systems, &rounds);
     println!();
@@ -238,10 +234,7 @@ fn find<'a>(rows: &'a [Row], system: &str) -> Option<&'a Row> {
 
 /// Per round, `f(a, b)` where both systems ran.
 fn per_round(rounds: &[Vec<Row>], a: &str, b: &str, f: impl Fn(&Row, &Row) -> f64) -> Vec<f64> {
-    rounds
-        .iter()
-        .filter_map(|rows| Some(f(find(rows, a)?, find(rows, b)?)))
-        .collect()
+    crate::report::per_round(rounds, |rows| Some(f(find(rows, a)?, find(rows, b)?)))
 }
 
 /// The targets of `bench log` (issue bars), each judged on the median of its rounds.

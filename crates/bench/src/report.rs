@@ -124,6 +124,67 @@ pub struct InRound<'a, T: Serialize> {
     pub row: &'a T,
 }
 
+/// Per round, `pick(rows of the round)` where it measured something (a ratio of two systems
+/// of the round, or one system's rate).
+pub fn per_round<R>(rounds: &[Vec<R>], pick: impl Fn(&[R]) -> Option<f64>) -> Vec<f64> {
+    rounds.iter().filter_map(|rows| pick(rows)).collect()
+}
+
+/// `--json` output of a scenario run in rounds: every row tagged with its round (counted
+/// from 0), then one summary object per target.
+pub fn print_rounds_json<R: Serialize>(
+    rounds: &[Vec<R>],
+    summaries: &[Summary],
+) -> anyhow::Result<()> {
+    for (round, rows) in rounds.iter().enumerate() {
+        let tagged: Vec<_> = rows.iter().map(|row| InRound { round, row }).collect();
+        print_json(&tagged)?;
+    }
+    print_json(summaries)
+}
+
+/// One Markdown row per system: for each column its median over the rounds and its range.
+/// `columns` names the values (`(label, digits)`); `rows` gives each system's spreads in the
+/// same order (`None` where the system did not measure that value).
+pub fn print_spreads(
+    first: &str,
+    columns: &[(&str, usize)],
+    rows: &[(String, Vec<Option<Spread>>)],
+) {
+    let mut header = vec![first.to_owned()];
+    for (label, _) in columns {
+        header.push(format!("{label} (median)"));
+        header.push("range".to_owned());
+    }
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(name, spreads)| {
+            let mut cells = vec![name.clone()];
+            for (s, (_, d)) in spreads.iter().zip(columns) {
+                match s {
+                    Some(s) => {
+                        cells.push(format!("{:.d$}", s.median));
+                        cells.push(format!("{:.d$} – {:.d$}", s.min, s.max));
+                    }
+                    None => cells.extend(["-".to_owned(), "-".to_owned()]),
+                }
+            }
+            cells
+        })
+        .collect();
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    print_table(&header, &table);
+}
+
+/// The spread over the rounds of `value` of the row `find` picks in each round.
+pub fn spread_of<R>(
+    rounds: &[Vec<R>],
+    find: impl Fn(&[R]) -> Option<&R>,
+    value: impl Fn(&R) -> f64,
+) -> Option<Spread> {
+    Spread::of(&per_round(rounds, |rows| find(rows).map(&value)))
+}
+
 /// Print the verdicts as a Markdown table.
 pub fn print_summaries(summaries: &[Summary]) {
     let rows: Vec<Vec<String>> = summaries
@@ -171,5 +232,21 @@ mod tests {
         assert_eq!(v.median, 0.6);
         let v = Summary::judge("r", &[1.0, 1.1, 1.3], Target::AtMost(1.15)).unwrap();
         assert!(v.met);
+    }
+
+    #[test]
+    fn per_round_values_skip_rounds_that_did_not_measure_them() {
+        // Rounds of (system, value); the second round lacks system "b".
+        let rounds = vec![
+            vec![("a", 2.0), ("b", 1.0)],
+            vec![("a", 3.0)],
+            vec![("b", 2.0), ("a", 8.0)],
+        ];
+        let find = |rows: &[(&str, f64)], s: &str| rows.iter().find(|r| r.0 == s).map(|r| r.1);
+        let ratios = per_round(&rounds, |rows| Some(find(rows, "a")? / find(rows, "b")?));
+        assert_eq!(ratios, [2.0, 4.0]);
+        let a = spread_of(&rounds, |rows| rows.iter().find(|r| r.0 == "a"), |r| r.1).unwrap();
+        assert_eq!((a.median, a.min, a.max), (3.0, 2.0, 8.0));
+        assert!(spread_of(&rounds, |rows| rows.iter().find(|r| r.0 == "c"), |r| r.1).is_none());
     }
 }

@@ -1,11 +1,29 @@
 //! `spindle bench ring`: one producer multicasting 64-byte events to K consumers, through
-//! Spindle's ring, `crossbeam-channel` (one bounded channel per consumer, the event copied
-//! K times) and the `disruptor` crate, in one run on the same machine.
+//! Spindle's ring and its peers, in one run on the same machine. What each system does per
+//! event:
+//!
+//! - `spindle`: the producer claims up to `--batch` slots at once and writes the events in
+//!   place; each consumer reads the published batch in place (no copy, one wake-up per
+//!   batch). Blocking wait strategy: spin briefly, then park.
+//! - `crossbeam-channel`: one bounded channel per consumer; every event is sent K times,
+//!   one `send` (and one `recv`) per event per consumer, each a 64-byte copy.
+//! - `crossbeam-batched`: one bounded channel per consumer carrying `Arc<Vec<Event>>`
+//!   messages of `--batch` events, each batch built once and shared by the K consumers: one
+//!   `send`/`recv` per batch per consumer and no per-consumer copy (the stronger peer). The
+//!   channels hold `--capacity / --batch` messages, so as many events are in flight as in
+//!   the ring.
+//! - `disruptor`: the `disruptor` crate, `batch_publish` of `--batch` events, K handlers on
+//!   threads it manages, busy-spinning (it has no blocking strategy) — on 2 cores the
+//!   spinning threads take the time slices the others need.
 //!
 //! Every consumer checks that it saw every event once, in order, and the checksums must
 //! agree, so a system cannot win by dropping work. CPU time is the process's user+system
 //! time from `/proc/self/stat`, so it counts every thread of the system being measured
 //! (the systems run one after another).
+//!
+//! `--rounds` repeats the measurements; within each consumer count the systems run in an
+//! order rotated every round, and the targets are judged on the median of the per-round
+//! ratios.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,7 +34,17 @@ use anyhow::{ensure, Context};
 use serde::Serialize;
 use spindle_ring::{RingBuilder, WaitStrategy};
 
-use crate::report::{print_json, print_table};
+use crate::report::{
+    per_round, print_rounds_json, print_spreads, print_summaries, round_order, spread_of, Summary,
+    Target,
+};
+
+const SYSTEMS: [&str; 4] = [
+    "spindle",
+    "crossbeam-channel",
+    "crossbeam-batched",
+    "disruptor",
+];
 
 /// Options of `spindle bench ring`.
 #[derive(Debug, Clone, clap::Args)]
@@ -27,20 +55,27 @@ pub struct Args {
     /// Ring (and channel) capacity in events; a power of two.
     #[arg(long, default_value_t = 16_384)]
     pub capacity: usize,
-    /// Events the producer claims per batch (Spindle and disruptor; channels send one by one).
+    /// Events per batch: Spindle's and disruptor's claims, `crossbeam-batched`'s messages
+    /// (`crossbeam-channel` sends one by one).
     #[arg(long, default_value_t = 256)]
     pub batch: u64,
     /// Consumer counts to measure, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     pub consumers: Vec<usize>,
-    /// Systems to measure, comma-separated (spindle, crossbeam-channel, disruptor).
+    /// Systems to measure, comma-separated (spindle, crossbeam-channel, crossbeam-batched,
+    /// disruptor).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "spindle,crossbeam-channel,disruptor"
+        default_value = "spindle,crossbeam-channel,crossbeam-batched,disruptor"
     )]
     pub systems: Vec<String>,
-    /// Print one JSON object per measurement.
+    /// Rounds: every system runs once per round and consumer count, in an order rotated each
+    /// round; targets are judged on the median of the per-round ratios.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Print one JSON object per measurement (with its `round`), then one per target
+    /// (`"summary": true`).
     #[arg(long)]
     pub json: bool,
 }
@@ -102,45 +137,98 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         args.capacity
     );
     ensure!(args.events > 0, "--events must be at least 1");
-    let batch = args.batch.clamp(1, args.capacity as u64);
-    let expected = expected_sum(args.events);
-    let mut rows = Vec::new();
+    ensure!(args.rounds > 0, "--rounds must be > 0");
+    for system in &args.systems {
+        ensure!(
+            SYSTEMS.contains(&system.as_str()),
+            "unknown system {system:?}; known: {}",
+            SYSTEMS.join(", ")
+        );
+    }
     for &k in &args.consumers {
         ensure!(k >= 1, "--consumers values must be at least 1");
-        for system in &args.systems {
-            let cpu_before = process_cpu_seconds()?;
-            let started = Instant::now();
-            let sums = match system.as_str() {
-                "spindle" => run_spindle(args.events, k, args.capacity, batch)?,
-                "crossbeam-channel" => run_crossbeam(args.events, k, args.capacity),
-                "disruptor" => run_disruptor(args.events, k, args.capacity, batch as usize),
-                other => anyhow::bail!("unknown system {other:?}"),
-            };
-            let seconds = started.elapsed().as_secs_f64();
-            let cpu_seconds = process_cpu_seconds()? - cpu_before;
-            ensure!(
-                sums.len() == k && sums.iter().all(|&s| s == expected),
-                "{system} with {k} consumers: wrong checksums {sums:?}, expected {expected}"
-            );
-            rows.push(Row {
-                system: system.clone(),
-                consumers: k,
-                events: args.events,
-                seconds,
-                events_per_s: args.events as f64 / seconds,
-                events_per_cpu_s: args.events as f64 / cpu_seconds.max(0.01),
-                threads: 1 + k,
-                cpu_seconds,
-            });
-            if args.json {
-                print_json(&rows[rows.len() - 1..])?;
+    }
+    let batch = args.batch.clamp(1, args.capacity as u64);
+    let expected = expected_sum(args.events);
+    let mut rounds = Vec::new();
+    for round in 0..args.rounds {
+        let mut rows = Vec::new();
+        for &k in &args.consumers {
+            for system in round_order(&args.systems, round) {
+                eprintln!(
+                    "bench ring: round {}/{}: {system}, {k} consumers ...",
+                    round + 1,
+                    args.rounds
+                );
+                rows.push(measure(args, &system, k, batch, expected)?);
             }
         }
+        rounds.push(rows);
     }
-    if !args.json {
-        print_markdown(&rows);
+    let summaries = verdicts(&args.consumers, &rounds);
+    if args.json {
+        return print_rounds_json(&rounds, &summaries);
     }
+    print_markdown(&args.systems, &args.consumers, &rounds);
+    println!();
+    print_summaries(&summaries);
     Ok(())
+}
+
+/// One system with `k` consumers, checked.
+fn measure(args: &Args, system: &str, k: usize, batch: u64, expected: u64) -> anyhow::Result<Row> {
+    let cpu_before = process_cpu_seconds()?;
+    let started = Instant::now();
+    let sums = match system {
+        "spindle" => run_spindle(args.events, k, args.capacity, batch)?,
+        "crossbeam-channel" => run_crossbeam(args.events, k, args.capacity),
+        "crossbeam-batched" => run_crossbeam_batched(args.events, k, args.capacity, batch),
+        "disruptor" => run_disruptor(args.events, k, args.capacity, batch as usize),
+        other => anyhow::bail!("unknown system {other:?}"),
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu_seconds = process_cpu_seconds()? - cpu_before;
+    ensure!(
+        sums.len() == k && sums.iter().all(|&s| s == expected),
+        "{system} with {k} consumers: wrong checksums {sums:?}, expected {expected}"
+    );
+    Ok(Row {
+        system: system.to_owned(),
+        consumers: k,
+        events: args.events,
+        seconds,
+        events_per_s: args.events as f64 / seconds,
+        events_per_cpu_s: args.events as f64 / cpu_seconds.max(0.01),
+        threads: 1 + k,
+        cpu_seconds,
+    })
+}
+
+fn find<'a>(rows: &'a [Row], system: &str, k: usize) -> Option<&'a Row> {
+    rows.iter().find(|r| r.system == system && r.consumers == k)
+}
+
+/// The targets: with 4 (or more) consumers at least 3x both crossbeam peers, with fewer at
+/// least equal to them; within 20% of the disruptor crate or faster.
+fn verdicts(consumers: &[usize], rounds: &[Vec<Row>]) -> Vec<Summary> {
+    let mut out = Vec::new();
+    for &k in consumers {
+        for (peer, bar) in [
+            ("crossbeam-batched", if k >= 4 { 3.0 } else { 1.0 }),
+            ("crossbeam-channel", if k >= 4 { 3.0 } else { 1.0 }),
+            ("disruptor", 0.8),
+        ] {
+            let ratios = per_round(rounds, |rows| {
+                Some(find(rows, "spindle", k)?.events_per_s / find(rows, peer, k)?.events_per_s)
+            });
+            out.extend(Summary::judge(
+                &format!("{k} consumers: spindle / {peer} (events/s)"),
+                &ratios,
+                Target::AtLeast(bar),
+            ));
+        }
+    }
+    out
 }
 
 fn expected_sum(events: u64) -> u64 {
@@ -149,44 +237,28 @@ fn expected_sum(events: u64) -> u64 {
     check.sum
 }
 
-fn print_markdown(rows: &[Row]) {
-    let rate_of = |system: &str, k: usize| {
-        rows.iter()
-            .find(|r| r.system == system && r.consumers == k)
-            .map(|r| r.events_per_s)
-    };
-    let ratio = |r: &Row, peer: &str| {
-        rate_of(peer, r.consumers).map_or("-".to_owned(), |p| format!("{:.2}x", r.events_per_s / p))
-    };
-    let table: Vec<Vec<String>> = rows
+fn print_markdown(systems: &[String], consumers: &[usize], rounds: &[Vec<Row>]) {
+    let rows: Vec<(String, Vec<_>)> = consumers
         .iter()
-        .map(|r| {
-            vec![
-                r.system.clone(),
-                r.consumers.to_string(),
-                r.threads.to_string(),
-                format!("{:.3}", r.seconds),
-                format!("{:.2}", r.cpu_seconds),
-                format!("{:.1} M", r.events_per_s / 1e6),
-                format!("{:.1} M", r.events_per_cpu_s / 1e6),
-                ratio(r, "crossbeam-channel"),
-                ratio(r, "disruptor"),
-            ]
+        .flat_map(|&k| {
+            systems.iter().map(move |system| {
+                let spread =
+                    |f: fn(&Row) -> f64| spread_of(rounds, |rows| find(rows, system, k), f);
+                (
+                    format!("{system}, {k} consumers ({} threads)", k + 1),
+                    vec![
+                        spread(|r| r.events_per_s / 1e6),
+                        spread(|r| r.events_per_cpu_s / 1e6),
+                        spread(|r| r.seconds),
+                    ],
+                )
+            })
         })
         .collect();
-    print_table(
-        &[
-            "system",
-            "consumers",
-            "threads",
-            "seconds",
-            "cpu s",
-            "events/s",
-            "events/cpu-s",
-            "vs crossbeam",
-            "vs disruptor",
-        ],
-        &table,
+    print_spreads(
+        "system",
+        &[("M events/s", 1), ("M events/cpu-s", 1), ("seconds", 3)],
+        &rows,
     );
 }
 
@@ -253,6 +325,42 @@ fn run_crossbeam(events: u64, k: usize, capacity: usize) -> Vec<u64> {
             for tx in &senders {
                 tx.send(event).expect("consumer alive");
             }
+        }
+        drop(senders);
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// One bounded channel of `Arc<Vec<Event>>` per consumer: the producer fills a batch of
+/// `batch` events once and sends the same `Arc` to every consumer, so each consumer pays one
+/// `recv` per batch and reads the events in place. The channels hold `capacity / batch`
+/// messages (at least 1), the same number of events in flight as the ring.
+fn run_crossbeam_batched(events: u64, k: usize, capacity: usize, batch: u64) -> Vec<u64> {
+    let messages = (capacity / batch as usize).max(1);
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..k)
+        .map(|_| crossbeam_channel::bounded::<Arc<Vec<Event>>>(messages))
+        .unzip();
+    thread::scope(|s| {
+        let handles: Vec<_> = receivers
+            .into_iter()
+            .map(|rx| {
+                s.spawn(move || {
+                    let mut check = Check::default();
+                    for events in rx {
+                        events.iter().for_each(|e| check.see(e));
+                    }
+                    check.sum
+                })
+            })
+            .collect();
+        let mut sent = 0;
+        while sent < events {
+            let n = batch.min(events - sent);
+            let message: Arc<Vec<Event>> = Arc::new((sent..sent + n).map(Event::new).collect());
+            for tx in &senders {
+                tx.send(message.clone()).expect("consumer alive");
+            }
+            sent += n;
         }
         drop(senders);
         handles.into_iter().map(|h| h.join().unwrap()).collect()

@@ -6,6 +6,9 @@
 //! the input); a failed validation fails the bench. Both sorts run as child processes, and
 //! bytes read and written come from this process's `/proc/self/io`, which includes reaped
 //! children. The input is flushed and dropped from the page cache before each system.
+//!
+//! `--rounds` runs every system once per round on the same input, in an order rotated each
+//! round, and judges the targets on the median of the per-round ratios.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,7 +20,10 @@ use spindle_sort::records::check::{check_file, CheckReport};
 use spindle_sort::records::gen::{generate, GenOptions};
 use spindle_sort::records::{IoCounters, RECORD_BYTES};
 
-use crate::report::{print_json, print_table};
+use crate::report::{
+    per_round, print_rounds_json, print_spreads, print_summaries, round_order, spread_of, Summary,
+    Target,
+};
 
 /// Options of `spindle bench sort`.
 #[derive(Debug, Clone, clap::Args)]
@@ -38,7 +44,12 @@ pub struct Args {
     /// Systems to run, comma-separated (spindle, gnu-sort, device).
     #[arg(long, value_delimiter = ',', default_value = "spindle,gnu-sort,device")]
     pub systems: Vec<String>,
-    /// Print one JSON object per system.
+    /// Rounds: every system runs once per round, in an order rotated each round; targets are
+    /// judged on the median of the per-round ratios.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Print one JSON object per system and round (with its `round`), then one per target
+    /// (`"summary": true`).
     #[arg(long)]
     pub json: bool,
 }
@@ -86,71 +97,139 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     )?;
     let expected = check_file(&input)?;
     let output = dir.join("bench-sort-output");
-    let mut rows = Vec::new();
+    let mut rounds: Vec<Vec<Row>> = Vec::new();
     let result = (|| {
-        for system in &args.systems {
-            drop_cache(&input);
-            let io = IoCounters::now();
-            let start = Instant::now();
-            let passes = match system.as_str() {
-                "spindle" => run_spindle(&input, &output, &dir, args.memory)?,
-                "gnu-sort" => run_gnu_sort(&input, &output, &dir, args.memory)?,
-                "device" => run_device(&input, &output)?,
-                other => bail!("unknown system {other:?} (spindle, gnu-sort, device)"),
-            };
-            let seconds = start.elapsed().as_secs_f64();
-            let io = IoCounters::now().since(&io);
-            if system != "device" {
-                validate(system, &output, &expected)?;
+        for round in 0..args.rounds {
+            let mut rows = Vec::new();
+            for system in round_order(&args.systems, round) {
+                eprintln!(
+                    "bench sort: round {}/{}: {system} ...",
+                    round + 1,
+                    args.rounds
+                );
+                rows.push(one(&system, args, &dir, &input, &output, bytes, &expected)?);
             }
-            let _ = std::fs::remove_file(&output);
-            rows.push(Row {
-                system: system.clone(),
-                bytes,
-                memory_bytes: args.memory,
-                seconds,
-                mb_per_s: bytes as f64 / 1e6 / seconds,
-                read_bytes: io.read_bytes,
-                write_bytes: io.write_bytes,
-                passes,
-            });
+            rounds.push(rows);
         }
-        Ok(())
+        anyhow::Ok(())
     })();
     let _ = std::fs::remove_file(&output);
     let _ = std::fs::remove_file(&input);
     result?;
+    let summaries = verdicts(&rounds);
     if args.json {
-        return print_json(&rows);
+        return print_rounds_json(&rounds, &summaries);
     }
-    let base = |name: &str| rows.iter().find(|r| r.system == name).map(|r| r.seconds);
-    let table: Vec<Vec<String>> = rows
+    let rows: Vec<(String, Vec<_>)> = args
+        .systems
         .iter()
-        .map(|r| {
-            vec![
-                r.system.clone(),
-                format!("{:.2}", r.seconds),
-                format!("{:.1}", r.mb_per_s),
-                format!("{:.2}", r.read_bytes as f64 / bytes.max(1) as f64),
-                format!("{:.2}", r.write_bytes as f64 / bytes.max(1) as f64),
-                r.passes.map_or("-".into(), |p| p.to_string()),
-                base("device").map_or("-".into(), |d| format!("{:.2}", r.seconds / d)),
-            ]
+        .map(|system| {
+            let spread = |f: &dyn Fn(&Row) -> f64| spread_of(&rounds, |rows| find(rows, system), f);
+            let per_input = |b: u64| b as f64 / bytes.max(1) as f64;
+            (
+                system.clone(),
+                vec![
+                    spread(&|r| r.seconds),
+                    spread(&|r| r.mb_per_s),
+                    spread(&|r| per_input(r.read_bytes)),
+                    spread(&|r| per_input(r.write_bytes)),
+                ],
+            )
         })
         .collect();
-    print_table(
+    print_spreads(
+        "system",
         &[
-            "system",
-            "seconds",
-            "MB/s",
-            "read / input",
-            "write / input",
-            "passes",
-            "time / device",
+            ("seconds", 2),
+            ("MB/s", 1),
+            ("read / input", 2),
+            ("write / input", 2),
         ],
-        &table,
+        &rows,
     );
+    println!();
+    print_summaries(&summaries);
     Ok(())
+}
+
+fn find<'a>(rows: &'a [Row], system: &str) -> Option<&'a Row> {
+    rows.iter().find(|r| r.system == system)
+}
+
+/// The targets of `spindle sort` (docs/benchmarks/sort.md), each judged on the median of
+/// its per-round values.
+fn verdicts(rounds: &[Vec<Row>]) -> Vec<Summary> {
+    let ratio = |a: &str, b: &str, f: fn(&Row) -> f64| {
+        per_round(rounds, |rows| Some(f(find(rows, a)?) / f(find(rows, b)?)))
+    };
+    let spindle = |f: fn(&Row) -> u64| {
+        per_round(rounds, |rows| {
+            let r = find(rows, "spindle")?;
+            Some(f(r) as f64 / r.bytes.max(1) as f64)
+        })
+    };
+    [
+        Summary::judge(
+            "spindle / gnu-sort (MB/s)",
+            &ratio("spindle", "gnu-sort", |r| r.mb_per_s),
+            Target::AtLeast(3.0),
+        ),
+        Summary::judge(
+            "spindle / device (seconds)",
+            &ratio("spindle", "device", |r| r.seconds),
+            Target::AtMost(1.35),
+        ),
+        Summary::judge(
+            "spindle read bytes / input",
+            &spindle(|r| r.read_bytes),
+            Target::AtMost(2.1),
+        ),
+        Summary::judge(
+            "spindle write bytes / input",
+            &spindle(|r| r.write_bytes),
+            Target::AtMost(2.1),
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// One system on the input, its output validated and removed.
+fn one(
+    system: &str,
+    args: &Args,
+    dir: &Path,
+    input: &Path,
+    output: &Path,
+    bytes: u64,
+    expected: &CheckReport,
+) -> anyhow::Result<Row> {
+    drop_cache(input);
+    let io = IoCounters::now();
+    let start = Instant::now();
+    let passes = match system {
+        "spindle" => run_spindle(input, output, dir, args.memory)?,
+        "gnu-sort" => run_gnu_sort(input, output, dir, args.memory)?,
+        "device" => run_device(input, output)?,
+        other => bail!("unknown system {other:?} (spindle, gnu-sort, device)"),
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    let io = IoCounters::now().since(&io);
+    if system != "device" {
+        validate(system, output, expected)?;
+    }
+    let _ = std::fs::remove_file(output);
+    Ok(Row {
+        system: system.to_owned(),
+        bytes,
+        memory_bytes: args.memory,
+        seconds,
+        mb_per_s: bytes as f64 / 1e6 / seconds,
+        read_bytes: io.read_bytes,
+        write_bytes: io.write_bytes,
+        passes,
+    })
 }
 
 fn validate(system: &str, output: &Path, expected: &CheckReport) -> anyhow::Result<()> {

@@ -73,7 +73,7 @@ enum Command {
 enum Scenario {
     /// Durable appends: Spindle's file log against RocksDB, SQLite and the raw device.
     Log(spindle_bench::log::Args),
-    /// Ring buffers: Spindle's ring against crossbeam-channel and the disruptor crate.
+    /// Ring buffers: Spindle's ring against crossbeam-channel (per event and batched) and disruptor.
     Ring(spindle_bench::ring::Args),
     /// Chunk store: puts and gets of large blobs against file-per-chunk, SQLite and the device.
     Chunks(spindle_bench::chunks::Args),

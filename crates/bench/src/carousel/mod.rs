@@ -5,13 +5,15 @@
 //! Riders are separate `spindle ride` processes over loopback gRPC that only count what
 //! they receive.
 //!
-//! Runs, in this order and `--rounds` times: one rider on the carousel, one on a dedicated
-//! iterator, then `--riders` riders started together on the carousel, then as many on
-//! dedicated iterators. For each rider its time and MiB/s; for each run the bytes the
-//! server read from storage and its CPU seconds (`/proc/<pid>/io` and `/proc/<pid>/stat`,
-//! before and after). Prints Markdown tables with the targets, or with `--json` one object
-//! per rider (`mode, riders, rider, seconds, mib_per_s`) and one per run (`mode, riders,
-//! storage_read_bytes, data_bytes, server_cpu_s`), plus `round` when `--rounds` > 1.
+//! Four runs, `--rounds` times, their order rotated each round (the first round: one rider
+//! on the carousel, one on a dedicated iterator, then `--riders` riders started together on
+//! the carousel, then as many on dedicated iterators). For each rider its time and MiB/s;
+//! for each run the bytes the server read from storage and its CPU seconds
+//! (`/proc/<pid>/io` and `/proc/<pid>/stat`, before and after). Prints Markdown tables and
+//! the targets judged on the median of the per-round ratios, or with `--json` one object
+//! per rider (`round, mode, riders, rider, seconds, mib_per_s`) and one per run (`round,
+//! mode, riders, storage_read_bytes, data_bytes, server_cpu_s, demotions`), then one summary
+//! object per target.
 //!
 //! The data is built offline first (the log, then the view in `views/disk-0-of-1`, the
 //! layout `spindle serve` opens), flushed and compacted into settled levels, so the node
@@ -57,8 +59,9 @@ pub struct Args {
     /// Riders started together in the multi-rider runs.
     #[arg(long, default_value_t = 5)]
     pub riders: usize,
-    /// Times the four runs are repeated.
-    #[arg(long, default_value_t = 1)]
+    /// Rounds: the four runs once each per round, in an order rotated each round; targets
+    /// are judged on the median of the per-round ratios.
+    #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// RocksDB block cache of the served view, in bytes (much smaller than the data).
     #[arg(long, default_value_t = 8 << 20)]
@@ -74,7 +77,8 @@ pub struct Args {
     /// there (instead of a temporary directory removed afterwards).
     #[arg(long)]
     pub keep: bool,
-    /// Print one JSON object per rider and per run.
+    /// Print one JSON object per rider and per run (with its `round`), then one per target
+    /// (`"summary": true`).
     #[arg(long)]
     pub json: bool,
 }
@@ -193,16 +197,18 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
         view_caught_up(s, data.writes)
     })?;
     let mut runs = Vec::new();
-    for round in 1..=a.rounds {
-        for (mode, riders) in [
-            (Mode::Carousel, 1),
-            (Mode::Dedicated, 1),
-            (Mode::Carousel, a.riders),
-            (Mode::Dedicated, a.riders),
-        ] {
+    let kinds = [
+        (Mode::Carousel, 1),
+        (Mode::Dedicated, 1),
+        (Mode::Carousel, a.riders),
+        (Mode::Dedicated, a.riders),
+    ];
+    for round in 0..a.rounds {
+        for (mode, riders) in crate::report::round_order(&kinds, round) {
             let run = measure(&mut server, &exe, &data, round, mode, riders)?;
             eprintln!(
-                "round {round} {}: {:.1}s, slowest rider {:.1} MiB/s, read {:.0} MiB, CPU {:.1}s",
+                "round {} {}: {:.1}s, slowest rider {:.1} MiB/s, read {:.0} MiB, CPU {:.1}s",
+                round + 1,
                 run.name(),
                 run.wall_s,
                 run.slowest().mib_per_s,
@@ -215,7 +221,7 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
     server.stop()?;
     same_frames(&runs)?;
     if a.json {
-        report::print_json(a, &runs, &data);
+        report::print_json(a, &runs, &data)?;
     } else {
         report::print_markdown(a, &runs, &data);
     }

@@ -1,38 +1,36 @@
 //! The output of `spindle bench carousel`: JSON lines, or Markdown tables of the runs, the
 //! riders and the targets.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::{spec, Args, Data, Mode, Run, MIB};
-use crate::report::print_table;
+use crate::report::{print_spreads, print_summaries, print_table, Spread, Summary, Target};
 
-pub(super) fn print_json(a: &Args, runs: &[Run], data: &Data) {
-    let with_round = |mut v: Value, round: usize| {
-        if a.rounds > 1 {
-            v["round"] = json!(round);
-        }
-        v
-    };
+pub(super) fn print_json(a: &Args, runs: &[Run], data: &Data) -> anyhow::Result<()> {
     for run in runs {
         for (i, r) in run.rides.iter().enumerate() {
             let v = json!({
+                "round": run.round,
                 "mode": run.mode.name(),
                 "riders": run.rides.len(),
                 "rider": i + 1,
                 "seconds": r.seconds,
                 "mib_per_s": r.mib_per_s,
             });
-            println!("{}", with_round(v, run.round));
+            println!("{v}");
         }
         let v = json!({
+            "round": run.round,
             "mode": run.mode.name(),
             "riders": run.rides.len(),
             "storage_read_bytes": run.storage_read_bytes,
             "data_bytes": data.bytes,
             "server_cpu_s": run.server_cpu_s,
+            "demotions": run.demotions,
         });
-        println!("{}", with_round(v, run.round));
+        println!("{v}");
     }
+    crate::report::print_json(&verdicts(a, runs, data.bytes))
 }
 
 pub(super) fn print_markdown(a: &Args, runs: &[Run], data: &Data) {
@@ -66,7 +64,7 @@ pub(super) fn print_markdown(a: &Args, runs: &[Run], data: &Data) {
     );
     let round = |r: &Run| {
         if a.rounds > 1 {
-            format!("{} {}", r.round, r.name())
+            format!("{} {}", r.round + 1, r.name())
         } else {
             r.name()
         }
@@ -120,87 +118,107 @@ pub(super) fn print_markdown(a: &Args, runs: &[Run], data: &Data) {
         .collect();
     print_table(&["run", "rider", "seconds", "MiB/s"], &rows);
     println!();
-    let rows: Vec<Vec<String>> = (1..=a.rounds)
-        .flat_map(|round| {
-            let of_round: Vec<&Run> = runs.iter().filter(|r| r.round == round).collect();
-            targets(&of_round, data.bytes)
-                .into_iter()
-                .map(move |mut row| {
-                    if a.rounds > 1 {
-                        row[0] = format!("round {round}: {}", row[0]);
-                    }
-                    row
-                })
+    let kinds = [
+        (Mode::Carousel, false),
+        (Mode::Dedicated, false),
+        (Mode::Carousel, true),
+        (Mode::Dedicated, true),
+    ];
+    let rows: Vec<(String, Vec<_>)> = kinds
+        .iter()
+        .filter_map(|&(mode, many)| {
+            let of_kind: Vec<&Run> = runs
+                .iter()
+                .filter(|r| r.mode == mode && (r.rides.len() > 1) == many)
+                .collect();
+            let spread = |f: &dyn Fn(&Run) -> f64| {
+                Spread::of(&of_kind.iter().map(|r| f(r)).collect::<Vec<_>>())
+            };
+            Some((
+                of_kind.first()?.name(),
+                vec![
+                    spread(&|r| r.slowest().mib_per_s),
+                    spread(&|r| r.storage_read_bytes as f64 / data.bytes as f64),
+                    spread(&|r| r.server_cpu_s),
+                    spread(&|r| r.wall_s),
+                ],
+            ))
         })
         .collect();
-    print_table(&["target", "wanted", "measured", "met"], &rows);
+    print_spreads(
+        "run",
+        &[
+            ("slowest rider MiB/s", 1),
+            ("read / data", 2),
+            ("server CPU s", 2),
+            ("seconds", 2),
+        ],
+        &rows,
+    );
+    println!();
+    print_summaries(&verdicts(a, runs, data.bytes));
 }
 
-/// The targets for one round's four runs.
-fn targets(runs: &[&Run], data_bytes: u64) -> Vec<Vec<String>> {
-    let find = |mode: Mode, many: bool| {
-        *runs
-            .iter()
-            .find(|r| r.mode == mode && (r.rides.len() > 1) == many)
-            .expect("every round has the four runs")
-    };
-    let (c1, cn, dn) = (
-        find(Mode::Carousel, false),
-        find(Mode::Carousel, true),
-        find(Mode::Dedicated, true),
-    );
-    let n = cn.rides.len();
-    let read = |r: &Run| r.storage_read_bytes as f64 / data_bytes as f64;
-    let met = |ok: bool| if ok { "yes" } else { "no" }.to_owned();
-    let cpu = cn.server_cpu_s / c1.server_cpu_s;
-    let faster = cn.slowest().mib_per_s / dn.slowest().mib_per_s;
-    let spread = cn.slowest().seconds / cn.fastest().seconds;
-    let per_cpu = |r: &Run| r.mib() / r.server_cpu_s;
-    vec![
-        vec![
-            format!("carousel, {n} riders: storage read / data"),
-            "≤ 1.2".into(),
-            format!("{:.2}", read(cn)),
-            met(read(cn) <= 1.2),
-        ],
-        vec![
-            format!("dedicated, {n} riders: storage read / data"),
-            format!("about {n}"),
-            format!("{:.2}", read(dn)),
-            "reference".into(),
-        ],
-        vec![
-            format!("server CPU, carousel: {n} riders / 1 rider"),
-            "< 1.5".into(),
-            format!("{cpu:.2}"),
-            met(cpu < 1.5),
-        ],
-        vec![
-            format!("slowest rider MiB/s, {n} riders: carousel / dedicated"),
-            "≥ 1.5 (Beam: 186 / 108)".into(),
-            format!(
-                "{faster:.2} ({:.1} / {:.1})",
-                cn.slowest().mib_per_s,
-                dn.slowest().mib_per_s
-            ),
-            met(faster >= 1.5),
-        ],
-        vec![
-            format!("carousel, {n} riders: slowest / fastest rider's seconds"),
-            "≤ 1.10".into(),
-            format!("{spread:.2}"),
-            met(spread <= 1.10),
-        ],
-        vec![
-            format!("MiB delivered per server CPU-s, {n} riders: carousel / dedicated"),
-            "(reported)".into(),
-            format!(
-                "{:.2} ({:.1} / {:.1})",
-                per_cpu(cn) / per_cpu(dn),
-                per_cpu(cn),
-                per_cpu(dn)
-            ),
-            "reference".into(),
-        ],
+/// One round's four runs.
+struct Round<'a> {
+    c1: &'a Run,
+    d1: &'a Run,
+    cn: &'a Run,
+    dn: &'a Run,
+}
+
+fn rounds<'a>(a: &Args, runs: &'a [Run]) -> Vec<Round<'a>> {
+    (0..a.rounds)
+        .filter_map(|round| {
+            let find = |mode: Mode, many: bool| {
+                runs.iter()
+                    .find(|r| r.round == round && r.mode == mode && (r.rides.len() > 1) == many)
+            };
+            Some(Round {
+                c1: find(Mode::Carousel, false)?,
+                d1: find(Mode::Dedicated, false)?,
+                cn: find(Mode::Carousel, true)?,
+                dn: find(Mode::Dedicated, true)?,
+            })
+        })
+        .collect()
+}
+
+/// The targets, each judged on the median of its per-round values. Every rider
+/// here reads as fast as it can and only counts, so none is slow: any demotion is one of a
+/// rider that is not slow.
+fn verdicts(a: &Args, runs: &[Run], data_bytes: u64) -> Vec<Summary> {
+    let rounds = rounds(a, runs);
+    let n = a.riders;
+    let per = |f: &dyn Fn(&Round<'_>) -> f64| rounds.iter().map(f).collect::<Vec<f64>>();
+    [
+        Summary::judge(
+            &format!("carousel, {n} riders: storage read / data"),
+            &per(&|r| r.cn.storage_read_bytes as f64 / data_bytes as f64),
+            Target::AtMost(1.05),
+        ),
+        Summary::judge(
+            &format!("server CPU, carousel: {n} riders / 1 rider"),
+            &per(&|r| r.cn.server_cpu_s / r.c1.server_cpu_s),
+            Target::AtMost(1.4),
+        ),
+        Summary::judge(
+            &format!("slowest rider MiB/s, {n} riders: carousel / dedicated"),
+            &per(&|r| r.cn.slowest().mib_per_s / r.dn.slowest().mib_per_s),
+            Target::AtLeast(2.0),
+        ),
+        Summary::judge(
+            "one rider alone MiB/s: carousel / dedicated",
+            &per(&|r| r.c1.slowest().mib_per_s / r.d1.slowest().mib_per_s),
+            Target::AtLeast(0.9),
+        ),
+        Summary::judge(
+            "carousel demotions (1 and n riders; none is slow)",
+            &per(&|r| (r.c1.demotions + r.cn.demotions) as f64),
+            Target::AtMost(0.0),
+        ),
     ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
