@@ -174,19 +174,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let _in_runtime = rt.enter();
         spindle_server::serve::signals()
     };
-    rt.block_on(spindle_server::serve::serve(
-        node,
-        shutdown,
-        |bound| {
-            // One parseable line on stdout: scripts and tests read the bound ports from it.
-            println!(
-                "spindle serve: http={} grpc={} data={}",
-                bound.http,
-                bound.grpc,
-                data_dir.display()
-            );
-            let _ = std::io::stdout().flush();
-        },
-    ))?;
+    rt.block_on(spindle_server::serve::serve(node, shutdown, |bound| {
+        // One parseable line on stdout: scripts and tests read the bound ports from it.
+        println!(
+            "spindle serve: http={} grpc={} data={}",
+            bound.http,
+            bound.grpc,
+            data_dir.display()
+        );
+        let _ = std::io::stdout().flush();
+    }))?;
     Ok(ExitCode::SUCCESS)
 }

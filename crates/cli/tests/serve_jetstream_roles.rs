@@ -2,8 +2,11 @@
 //! servers each hold one of two partitions and follow the stream. Each answers reads of its
 //! own partition at the node's commit index (waiting for it), refuses reads of the other
 //! partition with 421 `not_served_here` and appends with 421 `read_only_role`, and every
-//! server shows all three in the catalog with their roles and ranges. A disk-view server
-//! killed with SIGKILL drops out of the catalog, and on restart catches up from the stream.
+//! server shows all three in the catalog with their roles and ranges. The node truncates
+//! the stream with two replicas per range required: its own Disk Views and the disk-view
+//! servers' (from the catalog) together allow it. A disk-view server killed with SIGKILL
+//! drops out of the catalog, truncation then names the under-replicated range and stops
+//! short of what the dead server had, so on restart it catches up from the stream.
 
 #![cfg(feature = "jetstream")]
 
@@ -45,7 +48,8 @@ fn start(dir: &Path, cluster: &nats_cluster::Cluster, name: &str, extra: &[&str]
     std::fs::write(
         &config,
         format!(
-            "[jetstream]\nservers = [{}]\nmonitor_urls = [{}]\nstream = \"{STREAM}\"\n\
+            "truncate_replicas_min = 2\ntruncate_interval_ms = 200\n\
+             [jetstream]\nservers = [{}]\nmonitor_urls = [{}]\nstream = \"{STREAM}\"\n\
              replicas = 1\nnode_name = \"{name}\"\ncatalog_ttl_ms = 2000\n",
             quote(cluster.servers()),
             quote(cluster.monitors()),
@@ -117,12 +121,7 @@ fn disk_view_servers_serve_their_partitions_of_a_shared_log() {
     let cluster = nats_cluster::Cluster::start(1);
     let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let node = start(
-        dir.path(),
-        &cluster,
-        "alpha",
-        &["--disk-partitions", "2", "--no-truncate"],
-    );
+    let node = start(dir.path(), &cluster, "alpha", &["--disk-partitions", "2"]);
     let servers: Vec<Server> = (0..2)
         .map(|i| {
             let part = format!("{i}/2");
@@ -200,11 +199,46 @@ fn disk_view_servers_serve_their_partitions_of_a_shared_log() {
         }
     }
 
-    // dv1 dies: it drops out; writes go on; back, it catches up from the stream.
+    // Two replicas per range: the node's own Disk Views alone could not allow any
+    // truncation; with the disk-view servers' persisted indexes from the catalog they do.
+    let status_until = |what: &str, want: &dyn Fn(&Value) -> bool| -> Value {
+        let started = Instant::now();
+        loop {
+            let (_, status) = rt
+                .block_on(writer.json(Method::GET, "/v1/status", None))
+                .unwrap();
+            if want(&status) {
+                return status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{what}: {}",
+                status["truncation"]
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    status_until("truncation with the disk-view servers' replicas", &|s| {
+        s["truncation"]["first_retained_index"].as_u64() > Some(1)
+    });
+
+    // dv1 dies: it drops out; its range is under-replicated and truncation stops; writes go
+    // on; back, it catches up from the stream.
     let mut servers = servers;
     drop(servers.pop());
     catalog_until(&rt, &writer, "dv1 drops out", |m| {
         !m.contains_key("dv1") && m.contains_key("dv0")
+    });
+    let p1 = Partition::nth(1, 2);
+    let blocked = format!(
+        "hash range [{}, {}) has 1 of the 2 Disk View replicas needed",
+        p1.lo(),
+        p1.hi()
+    );
+    status_until("the under-replicated range named", &|s| {
+        s["truncation"]["held_back_by"]
+            .as_str()
+            .is_some_and(|t| t.contains(&blocked))
     });
     for i in 40..60 {
         let id = format!("n{i}");

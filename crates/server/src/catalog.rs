@@ -138,6 +138,47 @@ impl CatalogSlot {
         }
     }
 
+    /// The Disk Views of every other member, as truncation replicas named
+    /// `<member>/<view>` at their published persisted index.
+    pub fn replicas(&self) -> Vec<spindle_view::truncate::Replica> {
+        #[cfg(feature = "jetstream")]
+        {
+            let slot = self.registration.lock();
+            let Some((name, r)) = slot.as_ref() else {
+                return Vec::new();
+            };
+            let mut out = Vec::new();
+            for m in r.members() {
+                if &m.key == name {
+                    continue;
+                }
+                let Ok(entry) = serde_json::from_slice::<serde_json::Value>(&m.value) else {
+                    continue;
+                };
+                for v in entry["views"].as_array().into_iter().flatten() {
+                    let (Some(lo), Some(hi), Some(persisted)) = (
+                        v["range"][0].as_u64(),
+                        v["range"][1].as_u64(),
+                        v["persisted_index"].as_u64(),
+                    ) else {
+                        continue;
+                    };
+                    let Some(range) = spindle_core::Partition::new(lo, hi) else {
+                        continue;
+                    };
+                    out.push(spindle_view::truncate::Replica {
+                        view: format!("{}/{}", m.key, v["id"].as_str().unwrap_or("?")),
+                        range,
+                        applied: spindle_core::Index::new(persisted),
+                    });
+                }
+            }
+            out
+        }
+        #[cfg(not(feature = "jetstream"))]
+        Vec::new()
+    }
+
     /// What the catalog held at its last read.
     pub fn status(&self) -> Option<ClusterStatus> {
         #[cfg(feature = "jetstream")]

@@ -798,7 +798,7 @@ impl Node {
     /// *persisted* applied index, never its in-memory one: after a power cut a view comes
     /// back at what it had synced, and the log must still hold everything above that.
     pub fn truncation_decision(&self) -> Truncation {
-        let replicas: Vec<Replica> = self
+        let mut replicas: Vec<Replica> = self
             .disks
             .iter()
             .map(|d| Replica {
@@ -807,6 +807,10 @@ impl Node {
                 applied: d.view.persisted_index(),
             })
             .collect();
+        // On a shared JetStream log, the Disk Views of every other live member of the
+        // catalog count too, at the persisted index they last published (never above what
+        // they have: an entry is at most one renewal old).
+        replicas.extend(self.catalog.replicas());
         truncate::safe_index(
             &replicas,
             self.config.truncate_replicas_min,
@@ -836,7 +840,10 @@ impl Node {
     /// One run of the truncation worker: persist the Disk Views' progress, decide from
     /// what is persisted, then delete the log prefix that allows.
     pub async fn truncate_once(&self) {
-        let persisted = if self.config.truncate {
+        // A Disk View server never truncates, but publishes what it has persisted for the
+        // node that does.
+        let persist = self.config.truncate || self.config.role == crate::config::Role::DiskView;
+        let persisted = if persist {
             self.persist_disk_views().await
         } else {
             Ok(())
