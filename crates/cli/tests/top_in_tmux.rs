@@ -1,0 +1,220 @@
+//! `spindle top` as a person sees it: run in a tmux pane (a real pseudo-terminal) against a
+//! running `spindle serve` with a token, it shows the API's durable index and a Disk View's
+//! row, an error line when the node stops and the live status again when it comes back on
+//! the same address, and `q` ends it with exit status 0 and the shell's screen restored.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hyper::{Method, StatusCode};
+use serde_json::json;
+use spindle_server::client::HttpClient;
+
+const TOKEN: &str = "top-secret-token";
+/// How long the screen may take to show something before the test fails.
+const SCREEN_DEADLINE: Duration = Duration::from_secs(60);
+
+struct Server {
+    child: Child,
+    http: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(dir: &Path, http: &str) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args([
+            "serve",
+            "--http-listen",
+            http,
+            "--grpc-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["--token", TOKEN])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let http = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http="))
+        .unwrap_or_else(|| panic!("no http= in {line:?}"))
+        .to_owned();
+    Server { child, http }
+}
+
+/// A tmux server of this test's own (its socket in the test's directory).
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .unwrap()
+    }
+
+    fn screen(&self) -> String {
+        let out = self.cmd(&["capture-pane", "-p", "-t", "top"]);
+        assert!(out.status.success(), "capture-pane: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Poll the pane until `ok` holds for what it shows; fail with the screen after the deadline.
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if ok(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < SCREEN_DEADLINE,
+                "the screen never showed {what}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+fn tmux_available() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn durable_index(client: &HttpClient, rt: &tokio::runtime::Runtime) -> u64 {
+    let (status, s) = rt
+        .block_on(client.json(Method::GET, "/v1/status", None))
+        .unwrap();
+    assert_eq!(status, StatusCode::OK, "{s}");
+    s["log"]["durable_index"].as_u64().unwrap()
+}
+
+/// The line of the views table that shows `view` of `kind`.
+fn view_row<'a>(screen: &'a str, view: &str, kind: &str) -> Option<&'a str> {
+    screen.lines().find(|l| {
+        let mut words = l
+            .split(|c: char| c == '│' || c.is_whitespace())
+            .filter(|w| !w.is_empty());
+        words.next() == Some(view) && words.next() == Some(kind)
+    })
+}
+
+#[test]
+fn top_in_a_terminal_follows_the_node_and_quits_cleanly() {
+    if !tmux_available() {
+        eprintln!("SKIPPED: tmux is not installed (scripts/setup.sh installs it with apt-get)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = serve(&data, "127.0.0.1:0");
+    let client = HttpClient::new(&server.http, Some(TOKEN.to_owned()));
+    for i in 0..200 {
+        let body = json!({"writes": [
+            {"item": {"kind": "node", "id": format!("n{i}")}, "value": {"i": i}},
+            {"item": {"kind": "edge", "from": format!("n{i}"), "label": "next", "to": format!("n{}", i + 1)}, "value": {}}
+        ]});
+        let (status, answer) = rt
+            .block_on(client.json(Method::POST, "/v1/txn", Some(&body)))
+            .unwrap();
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    }
+    let durable = durable_index(&client, &rt);
+    assert_eq!(durable, 400);
+
+    let tmux = Tmux {
+        socket: dir.path().join("tmux.sock"),
+    };
+    let script = format!(
+        "printf 'shell before top\\n'; '{}' top --server {} --token {TOKEN}; echo \"top exited with $?\"; sleep 600",
+        env!("CARGO_BIN_EXE_spindle"),
+        server.http
+    );
+    let out = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "150",
+        "-y",
+        "45",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(out.status.success(), "tmux new-session: {out:?}");
+
+    // The durable index the API answers, and Disk View 0's row caught up to it.
+    let expected = format!("durable index    {durable}");
+    let screen = tmux.wait_for("the durable index and disk-0 caught up", |s| {
+        s.contains(&expected)
+            && view_row(s, "disk-0", "disk")
+                .is_some_and(|r| r.contains(&durable.to_string()) && r.contains("caught up"))
+    });
+    let row = view_row(&screen, "disk-0", "disk").unwrap();
+    assert!(row.contains("[0%, 25%)"), "{row}");
+    assert!(screen.contains("· live"), "{screen}");
+    assert!(view_row(&screen, "memory", "memory").is_some(), "{screen}");
+
+    // The node stops: an error line, the last status stays.
+    let http = server.http.clone();
+    drop(server);
+    let screen = tmux.wait_for("the error line", |s| s.contains("node unreachable"));
+    assert!(screen.contains(&expected), "{screen}");
+    assert!(!screen.contains("· live"), "{screen}");
+
+    // It comes back on the same address with more records: top recovers on its own.
+    let server = serve(&data, &http);
+    let client = HttpClient::new(&server.http, Some(TOKEN.to_owned()));
+    let body = json!({"writes": [{"item": {"kind": "node", "id": "after"}, "value": {}}]});
+    let (status, _) = rt
+        .block_on(client.json(Method::POST, "/v1/txn", Some(&body)))
+        .unwrap();
+    assert_eq!(status, StatusCode::OK);
+    let durable = durable_index(&client, &rt);
+    let expected = format!("durable index    {durable}");
+    tmux.wait_for("the restarted node's durable index, live", |s| {
+        s.contains(&expected) && s.contains("· live") && !s.contains("node unreachable")
+    });
+
+    // `q` quits with status 0 and gives the shell its screen back.
+    let out = tmux.cmd(&["send-keys", "-t", "top", "q"]);
+    assert!(out.status.success(), "send-keys: {out:?}");
+    let screen = tmux.wait_for("top's exit", |s| s.contains("top exited with"));
+    assert!(screen.contains("top exited with 0"), "{screen}");
+    assert!(screen.contains("shell before top"), "{screen}");
+    assert!(!screen.contains("durable index"), "{screen}");
+}
