@@ -1,7 +1,8 @@
 //! `spindle top` as a person sees it: run in a tmux pane (a real pseudo-terminal) against a
 //! running `spindle serve` with a token, it shows the API's durable index and a Disk View's
 //! row, an error line when the node stops and the live status again when it comes back on
-//! the same address, and `q` ends it with exit status 0 and the shell's screen restored.
+//! the same address, and `q` (or Ctrl-C) ends it with exit status 0 and the shell's screen
+//! restored.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -178,7 +179,7 @@ fn top_in_a_terminal_follows_the_node_and_quits_cleanly() {
     assert!(out.status.success(), "tmux new-session: {out:?}");
 
     // The durable index the API answers, and Disk View 0's row caught up to it.
-    let expected = format!("durable index    {durable}");
+    let expected = format!("durable index    {durable} ");
     let screen = tmux.wait_for("the durable index and disk-0 caught up", |s| {
         s.contains(&expected)
             && view_row(s, "disk-0", "disk")
@@ -205,7 +206,7 @@ fn top_in_a_terminal_follows_the_node_and_quits_cleanly() {
         .unwrap();
     assert_eq!(status, StatusCode::OK);
     let durable = durable_index(&client, &rt);
-    let expected = format!("durable index    {durable}");
+    let expected = format!("durable index    {durable} ");
     tmux.wait_for("the restarted node's durable index, live", |s| {
         s.contains(&expected) && s.contains("· live") && !s.contains("node unreachable")
     });
@@ -216,5 +217,36 @@ fn top_in_a_terminal_follows_the_node_and_quits_cleanly() {
     let screen = tmux.wait_for("top's exit", |s| s.contains("top exited with"));
     assert!(screen.contains("top exited with 0"), "{screen}");
     assert!(screen.contains("shell before top"), "{screen}");
+    assert!(!screen.contains("durable index"), "{screen}");
+
+    // Ctrl-C quits the same way (raw mode turns it into a key, not a signal).
+    let script = format!(
+        "'{}' top --server {} --token {TOKEN}; echo \"top exited with $?\"; sleep 600",
+        env!("CARGO_BIN_EXE_spindle"),
+        server.http
+    );
+    let out = tmux.cmd(&["kill-session", "-t", "top"]);
+    assert!(out.status.success(), "kill-session: {out:?}");
+    let out = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "150",
+        "-y",
+        "45",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(out.status.success(), "tmux new-session: {out:?}");
+    tmux.wait_for("the live status", |s| {
+        s.contains(&expected) && s.contains("· live")
+    });
+    let out = tmux.cmd(&["send-keys", "-t", "top", "C-c"]);
+    assert!(out.status.success(), "send-keys: {out:?}");
+    let screen = tmux.wait_for("top's exit", |s| s.contains("top exited with"));
+    assert!(screen.contains("top exited with 0"), "{screen}");
     assert!(!screen.contains("durable index"), "{screen}");
 }
