@@ -495,7 +495,7 @@ fn carousel_lines(s: &Sample, rates: Option<&Rates>, app: &App) -> Vec<Line<'sta
                 Style::new().fg(if running { Color::Green } else { Color::Gray }),
             ),
             Span::raw(format!(
-                "  {} riders  {} laps  {} groups  {} chunks encoded",
+                "  riders {}  laps {}  groups {}  chunks encoded {}",
                 riders.len(),
                 count(&c["laps"]),
                 count(&c["groups"]),
@@ -507,12 +507,11 @@ fn carousel_lines(s: &Sample, rates: Option<&Rates>, app: &App) -> Vec<Line<'sta
             let rate = id
                 .and_then(|id| rates?.rider_bytes_per_s.get(&(view.to_owned(), id)))
                 .map_or_else(|| "–".to_owned(), |b| format!("{}/s", bytes(*b)));
-            let lo = r["range"]["lo"].as_f64().or_else(|| r["range"][0].as_f64());
             let mode = r["mode"].as_str().unwrap_or("?");
             let mut line = format!(
-                "  rider #{} {mode:<9} at {}  cut {}  {} frames  {}  {rate}  {} demotions {} rejoins",
+                "  rider #{} {mode:<9} {}  cut {}  {} frames  {}  {rate}  {} demotions {} rejoins",
                 id.map_or("?".to_owned(), |i| i.to_string()),
-                lo.map_or_else(|| "–".to_owned(), |lo| format!("{:.1}%", 100.0 * lo / HASH_SPACE)),
+                range(&r["range"]),
                 index(&r["cut"]),
                 count(&r["frames"]),
                 bytes(r["bytes"].as_f64().unwrap_or(0.0)),
@@ -636,9 +635,11 @@ pub fn duration(seconds: f64) -> String {
     }
 }
 
-/// `[lo, hi)` of the hash space as percentages.
+/// `[lo, hi)` of the hash space (`[lo, hi]` or `{"lo", "hi"}`) as percentages.
 fn range(v: &Value) -> String {
-    let (Some(lo), Some(hi)) = (v[0].as_f64(), v[1].as_f64()) else {
+    let lo = v[0].as_f64().or_else(|| v["lo"].as_f64());
+    let hi = v[1].as_f64().or_else(|| v["hi"].as_f64());
+    let (Some(lo), Some(hi)) = (lo, hi) else {
         return "–".to_owned();
     };
     let pct = |x: f64| {
@@ -758,7 +759,8 @@ mod tests {
         assert!(has(&s, "booting 60%"), "{text}");
         assert!(has(&s, " 60%  4,000 items  2.0 MiB"), "{text}");
         assert!(has(&s, "ETA 2 s"), "{text}");
-        assert!(has(&s, "rider #7 shared"), "{text}");
+        assert!(has(&s, "rider #7 shared    [0%, 25%)  cut 900"), "{text}");
+        assert!(has(&s, "scanning  riders 1  laps 3"), "{text}");
         assert!(has(&s, "2.0 KiB/s"), "{text}");
         assert!(has(&s, "1 idle, no riders: disk-1"), "{text}");
         assert!(has(&s, "iterate 1/64"), "{text}");
