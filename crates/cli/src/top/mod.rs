@@ -59,7 +59,7 @@ fn screen(
     let mut dirty = true;
     loop {
         if dirty {
-            terminal.draw(|f| render::draw(f, &app))?;
+            terminal.draw(|f| app.ui.page_rows = render::draw(f, &app))?;
             dirty = false;
         }
         if event::poll(Duration::from_millis(INPUT_POLL_MS))? {

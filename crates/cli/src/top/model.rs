@@ -150,6 +150,8 @@ pub struct Ui {
     pub trouble_only: bool,
     /// First view row shown.
     pub scroll: usize,
+    /// View rows the last drawing had room for (what `draw` returned): a page.
+    pub page_rows: usize,
 }
 
 /// Everything the renderer draws.
@@ -260,12 +262,15 @@ impl App {
             }
             KeyCode::Down | KeyCode::Char('j') => ui.scroll = ui.scroll.saturating_add(1),
             KeyCode::Up | KeyCode::Char('k') => ui.scroll = ui.scroll.saturating_sub(1),
-            KeyCode::PageDown => ui.scroll = ui.scroll.saturating_add(20),
-            KeyCode::PageUp => ui.scroll = ui.scroll.saturating_sub(20),
+            KeyCode::PageDown => ui.scroll = ui.scroll.saturating_add(ui.page_rows.max(1)),
+            KeyCode::PageUp => ui.scroll = ui.scroll.saturating_sub(ui.page_rows.max(1)),
             KeyCode::Home | KeyCode::Char('g') => ui.scroll = 0,
             KeyCode::End | KeyCode::Char('G') => ui.scroll = usize::MAX,
             _ => {}
         }
+        // Past the last page the view would not move: keep `Up` one key away from moving.
+        let last_first_row = self.shown_views().len().saturating_sub(self.ui.page_rows);
+        self.ui.scroll = self.ui.scroll.min(last_first_row);
         Action::Continue
     }
 
@@ -375,8 +380,23 @@ mod tests {
     fn keys_filter_scroll_and_quit() {
         let key = |c| KeyEvent::new(c, KeyModifiers::NONE);
         let mut app = App::new("n");
+        let views: Vec<Value> = (0..50)
+            .map(|i| serde_json::json!({"id": format!("disk-{i}"), "kind": "disk", "lag": 0}))
+            .collect();
+        app.apply(Update::Sample(Sample::from_event(
+            serde_json::json!({"uptime_s": 1.0, "views": views}),
+        )));
+        app.ui.page_rows = 10;
         assert_eq!(app.on_key(key(KeyCode::Down)), Action::Continue);
         assert_eq!(app.ui.scroll, 1);
+        app.on_key(key(KeyCode::PageDown));
+        assert_eq!(app.ui.scroll, 11);
+        app.on_key(key(KeyCode::End));
+        assert_eq!(app.ui.scroll, 40, "the last page starts at row 40 of 50");
+        app.on_key(key(KeyCode::Up));
+        assert_eq!(app.ui.scroll, 39);
+        app.on_key(key(KeyCode::Home));
+        assert_eq!(app.ui.scroll, 0);
         app.on_key(key(KeyCode::Char('/')));
         for c in "disk-1q".chars() {
             assert_eq!(app.on_key(key(KeyCode::Char(c))), Action::Continue);

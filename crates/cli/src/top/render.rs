@@ -27,8 +27,8 @@ const RED: Style = Style::new().fg(Color::Red);
 const DIM: Style = Style::new().fg(Color::DarkGray);
 const BOLD: Style = Style::new().add_modifier(Modifier::BOLD);
 
-/// Draw the whole screen.
-pub fn draw(f: &mut Frame, app: &App) {
+/// Draw the whole screen; returns how many view rows it had room for (a page, for scrolling).
+pub fn draw(f: &mut Frame, app: &App) -> usize {
     let area = f.area();
     let Some(s) = &app.current else {
         let [head, body, foot] = Layout::vertical([
@@ -44,7 +44,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         };
         f.render_widget(Paragraph::new(text).style(DIM), body);
         f.render_widget(footer(app), foot);
-        return;
+        return 0;
     };
     let rates = app.rates();
     let log = log_lines(s, rates.as_ref(), app);
@@ -97,12 +97,13 @@ pub fn draw(f: &mut Frame, app: &App) {
             boot_area,
         );
     }
-    draw_views(f, views_area, s, app);
+    let page_rows = draw_views(f, views_area, s, app);
     f.render_widget(
         Paragraph::new(carousels).block(Block::bordered().title("Carousels")),
         car_area,
     );
     f.render_widget(footer(app), foot);
+    page_rows
 }
 
 /// Panel height for `lines` lines shown up to `max` (0 lines: no panel).
@@ -408,7 +409,8 @@ fn view_state(s: &Sample, v: &Value) -> (String, Style) {
     }
 }
 
-fn draw_views(f: &mut Frame, area: Rect, s: &Sample, app: &App) {
+/// The views table; returns the rows it had room for.
+fn draw_views(f: &mut Frame, area: Rect, s: &Sample, app: &App) -> usize {
     let shown = app.shown_views();
     let total = s.status["views"].as_array().map_or(0, Vec::len);
     // Borders and the header row.
@@ -469,6 +471,7 @@ fn draw_views(f: &mut Frame, area: Rect, s: &Sample, app: &App) {
     )
     .block(Block::bordered().title(title));
     f.render_widget(table, area);
+    visible
 }
 
 fn carousel_lines(s: &Sample, rates: Option<&Rates>, app: &App) -> Vec<Line<'static>> {
@@ -706,7 +709,10 @@ mod tests {
 
     fn screen(app: &App, width: u16, height: u16) -> Vec<String> {
         let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
-        t.draw(|f| draw(f, app)).unwrap();
+        t.draw(|f| {
+            draw(f, app);
+        })
+        .unwrap();
         let buf = t.backend().buffer();
         buf.content
             .chunks(usize::from(buf.area.width))
