@@ -1,6 +1,6 @@
 //! `spindle top` as a person sees it: run in a tmux pane (a real pseudo-terminal) against a
 //! running `spindle serve` with a token, it shows the API's durable index and a Disk View's
-//! row, an error line when the node stops and the live status again when it comes back on
+//! row, riders on the carousel and their leaving, an error line when the node stops and the live status again when it comes back on
 //! the same address, and `q` (or Ctrl-C) ends it with exit status 0 and the shell's screen
 //! restored.
 
@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use hyper::{Method, StatusCode};
 use serde_json::json;
-use spindle_server::client::HttpClient;
+use spindle_server::client::{grpc_connect, iterate, HttpClient};
+use spindle_server::proto::IterateRequest;
 
 const TOKEN: &str = "top-secret-token";
 /// How long the screen may take to show something before the test fails.
@@ -20,6 +21,7 @@ const SCREEN_DEADLINE: Duration = Duration::from_secs(60);
 struct Server {
     child: Child,
     http: String,
+    grpc: String,
 }
 
 impl Drop for Server {
@@ -30,6 +32,10 @@ impl Drop for Server {
 }
 
 fn serve(dir: &Path, http: &str) -> Server {
+    // Small iteration chunks and one Disk View, so a rider that reads nothing stays aboard
+    // once its stream's buffers are full.
+    let config = dir.with_extension("toml");
+    std::fs::write(&config, "iter_chunk_bytes = 4096\ndisk_partitions = 1\n").unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
         .args([
             "serve",
@@ -38,6 +44,8 @@ fn serve(dir: &Path, http: &str) -> Server {
             "--grpc-listen",
             "127.0.0.1:0",
         ])
+        .arg("--config")
+        .arg(&config)
         .arg("--data-dir")
         .arg(dir)
         .args(["--token", TOKEN])
@@ -50,12 +58,17 @@ fn serve(dir: &Path, http: &str) -> Server {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let http = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http="))
-        .unwrap_or_else(|| panic!("no http= in {line:?}"))
-        .to_owned();
-    Server { child, http }
+    let field = |name: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+            .to_owned()
+    };
+    Server {
+        http: field("http="),
+        grpc: field("grpc="),
+        child,
+    }
 }
 
 /// A tmux server of this test's own (its socket in the test's directory).
@@ -142,18 +155,20 @@ fn top_in_a_terminal_follows_the_node_and_quits_cleanly() {
         .unwrap();
     let server = serve(&data, "127.0.0.1:0");
     let client = HttpClient::new(&server.http, Some(TOKEN.to_owned()));
-    for i in 0..200 {
-        let body = json!({"writes": [
-            {"item": {"kind": "node", "id": format!("n{i}")}, "value": {"i": i}},
-            {"item": {"kind": "edge", "from": format!("n{i}"), "label": "next", "to": format!("n{}", i + 1)}, "value": {}}
-        ]});
+    // ~20 MiB: more than a gRPC stream and the sockets buffer.
+    let pad = "x".repeat(2000);
+    for t in 0..200 {
+        let writes: Vec<_> = (0..50)
+            .map(|i| json!({"item": {"kind": "node", "id": format!("n{t}-{i}")}, "value": {"pad": pad}}))
+            .collect();
+        let body = json!({ "writes": writes });
         let (status, answer) = rt
             .block_on(client.json(Method::POST, "/v1/txn", Some(&body)))
             .unwrap();
         assert_eq!(status, StatusCode::OK, "{answer}");
     }
     let durable = durable_index(&client, &rt);
-    assert_eq!(durable, 400);
+    assert_eq!(durable, 200 * 50);
 
     let tmux = Tmux {
         socket: dir.path().join("tmux.sock"),
@@ -186,9 +201,38 @@ fn top_in_a_terminal_follows_the_node_and_quits_cleanly() {
                 .is_some_and(|r| r.contains(&durable.to_string()) && r.contains("caught up"))
     });
     let row = view_row(&screen, "disk-0", "disk").unwrap();
-    assert!(row.contains("[0%, 25%)"), "{row}");
+    assert!(row.contains("[0%, 100%)"), "{row}");
     assert!(screen.contains("· live"), "{screen}");
     assert!(view_row(&screen, "memory", "memory").is_some(), "{screen}");
+
+    // Two riders board disk-0's carousel, read one message each and hold: top shows them
+    // with the cut they boarded at; when they have read everything they leave.
+    let riders = rt.block_on(async {
+        let mut grpc = grpc_connect(&server.grpc, Some(TOKEN)).await.unwrap();
+        let mut riders = Vec::new();
+        for _ in 0..2 {
+            let request = IterateRequest {
+                view: "disk-0".into(),
+                ..IterateRequest::default()
+            };
+            let mut stream = iterate(&mut grpc, request).await.unwrap();
+            assert!(stream.message().await.unwrap().is_some());
+            riders.push(stream);
+        }
+        riders
+    });
+    let screen = tmux.wait_for("two riders on disk-0's carousel", |s| {
+        s.contains("riders 2") && s.matches(&format!("cut {durable} ")).count() >= 2
+    });
+    assert!(screen.contains("rider #"), "{screen}");
+    rt.block_on(async {
+        for mut stream in riders {
+            while stream.message().await.unwrap().is_some() {}
+        }
+    });
+    tmux.wait_for("the riders gone", |s| {
+        s.contains("1 idle, no riders: disk-0") && !s.contains("rider #")
+    });
 
     // The node stops: an error line, the last status stays.
     let http = server.http.clone();
