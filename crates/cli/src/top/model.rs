@@ -18,11 +18,12 @@ pub const RATE_HISTORY_POINTS_MAX: usize = 120;
 pub const HOLDS_REMEMBERED_MAX: usize = 4096;
 
 /// One event of `/v1/status/stream`: `status` is what `GET /v1/status` answers, `counters`
-/// the totals the rates are computed from.
+/// the totals the rates are computed from, `pipeline` the rings' edges with queue depths.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
     pub status: Value,
     pub counters: Value,
+    pub pipeline: Value,
 }
 
 impl Sample {
@@ -32,12 +33,14 @@ impl Sample {
         if v.get("status").is_some() {
             Sample {
                 counters: v.get("counters").cloned().unwrap_or(Value::Null),
+                pipeline: v.get("pipeline").cloned().unwrap_or(Value::Null),
                 status: v["status"].clone(),
             }
         } else {
             Sample {
                 status: v,
                 counters: Value::Null,
+                pipeline: Value::Null,
             }
         }
     }

@@ -18,6 +18,14 @@ const BOOT_BAR_CELLS: usize = 24;
 /// Rows of the boots and carousels panels before they say how many more there are.
 const BOOTS_SHOWN_MAX: usize = 6;
 const CAROUSEL_LINES_MAX: usize = 10;
+/// The log, truncation and node panels side by side.
+const TOP_COLUMNS: [Constraint; 3] = [
+    Constraint::Percentage(34),
+    Constraint::Percentage(36),
+    Constraint::Percentage(30),
+];
+/// Lines of the top panels before they are cut.
+const TOP_LINES_MAX: usize = 16;
 /// Widest view id column before ids are cut.
 const VIEW_ID_CELLS_MAX: usize = 40;
 /// Holds listed in the truncation panel.
@@ -53,8 +61,14 @@ pub fn draw(f: &mut Frame, app: &App) -> usize {
     let failures = failure_lines(s);
     let boots = boot_lines(s, app);
     let carousels = carousel_lines(s, rates.as_ref(), app);
-    // One spare line for a wrapped "held back by".
-    let top_h = (log.len().max(trunc.len() + 1).max(node.len()) + 2).min(16);
+    let [log_w, trunc_w, node_w] = Layout::horizontal(TOP_COLUMNS).areas(area);
+    let top_h = [(&log, log_w), (&trunc, trunc_w), (&node, node_w)]
+        .into_iter()
+        .map(|(lines, r)| wrapped_height(lines, r.width.saturating_sub(2)))
+        .max()
+        .unwrap_or(0)
+        .min(TOP_LINES_MAX)
+        + 2;
     let [head, fail_area, top, boot_area, views_area, car_area, foot] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(height(failures.len(), 4)),
@@ -72,12 +86,7 @@ pub fn draw(f: &mut Frame, app: &App) -> usize {
             fail_area,
         );
     }
-    let [log_area, trunc_area, node_area] = Layout::horizontal([
-        Constraint::Percentage(34),
-        Constraint::Percentage(36),
-        Constraint::Percentage(30),
-    ])
-    .areas(top);
+    let [log_area, trunc_area, node_area] = Layout::horizontal(TOP_COLUMNS).areas(top);
     draw_log(f, log_area, log, app);
     f.render_widget(
         Paragraph::new(trunc)
@@ -104,6 +113,12 @@ pub fn draw(f: &mut Frame, app: &App) -> usize {
     );
     f.render_widget(footer(app), foot);
     page_rows
+}
+
+/// Lines `lines` take when wrapped at `width` cells.
+fn wrapped_height(lines: &[Line<'_>], width: u16) -> usize {
+    let width = usize::from(width.max(1));
+    lines.iter().map(|l| l.width().max(1).div_ceil(width)).sum()
 }
 
 /// Panel height for `lines` lines shown up to `max` (0 lines: no panel).
@@ -307,7 +322,57 @@ fn node_lines(s: &Sample) -> Vec<Line<'static>> {
         format!("{} / {}", used("used_bytes"), used("max_bytes")),
     ));
     lines.extend(extras(c, &["chunks", "used_bytes", "max_bytes"]).map(|(k, v)| kv(&k, v)));
+    lines.extend(pipeline_lines(&s.pipeline));
     lines
+}
+
+/// One ring of the pipeline as `top` sums it up.
+#[derive(Default)]
+struct RingSummary {
+    name: String,
+    readers: usize,
+    /// The reader furthest behind: its name, queue depth and the ring's capacity.
+    deepest: (String, u64, u64),
+}
+
+/// One line per ring: its readers and the deepest queue (the page draws the graph).
+fn pipeline_lines(p: &Value) -> Vec<Line<'static>> {
+    let mut rings: Vec<RingSummary> = Vec::new();
+    for e in p["edges"].as_array().into_iter().flatten() {
+        let from = e["from"].as_str().unwrap_or("?");
+        let i = rings
+            .iter()
+            .position(|r| r.name == from)
+            .unwrap_or_else(|| {
+                rings.push(RingSummary {
+                    name: from.to_owned(),
+                    ..RingSummary::default()
+                });
+                rings.len() - 1
+            });
+        let ring = &mut rings[i];
+        let depth = e["depth"].as_u64().unwrap_or(0);
+        ring.readers += 1;
+        if ring.readers == 1 || depth > ring.deepest.1 {
+            let to = e["to"].as_str().unwrap_or("?").to_owned();
+            ring.deepest = (to, depth, e["capacity"].as_u64().unwrap_or(0));
+        }
+    }
+    rings
+        .into_iter()
+        .map(|r| {
+            let (to, depth, cap) = r.deepest;
+            let line = kv(
+                &format!("ring {}", r.name),
+                format!("{} readers, deepest {depth}/{cap} ({to})", r.readers),
+            );
+            if cap > 0 && depth * 4 > cap * 3 {
+                line.style(RED)
+            } else {
+                line
+            }
+        })
+        .collect()
 }
 
 fn failure_lines(s: &Sample) -> Vec<Line<'static>> {
@@ -703,7 +768,11 @@ mod tests {
                 "streams": {"iterate_open": 1, "iterate_max": 64, "tail_open": 0, "tail_max": 16}
             },
             "counters": {"appends": durable / 2, "records_appended": durable,
-                         "log_records": durable, "intake_queued_bytes": 512}
+                         "log_records": durable, "intake_queued_bytes": 512},
+            "pipeline": {"dot": "digraph pipeline {}", "edges": [
+                {"from": "log-tail", "to": "follow-disk-0", "depth": 3, "capacity": 1024},
+                {"from": "log-tail", "to": "follow-memory", "depth": 17, "capacity": 1024},
+                {"from": "log-tail", "to": "follow-disk-1", "depth": 0, "capacity": 1024}]}
         })
     }
 
@@ -738,7 +807,7 @@ mod tests {
     #[test]
     fn the_screen_shows_log_rates_views_boots_carousels_and_truncation() {
         let app = app_with_two_samples();
-        let s = screen(&app, 140, 42);
+        let s = screen(&app, 180, 44);
         let text = s.join("\n");
         assert!(has(&s, "durable index    3000"), "{text}");
         assert!(
@@ -770,6 +839,10 @@ mod tests {
         assert!(has(&s, "2.0 KiB/s"), "{text}");
         assert!(has(&s, "1 idle, no riders: disk-1"), "{text}");
         assert!(has(&s, "iterate 1/64"), "{text}");
+        assert!(
+            has(&s, "ring log-tail    3 readers, deepest 17/1024"),
+            "{text}"
+        );
         assert!(has(&s, "· live"), "{text}");
     }
 
