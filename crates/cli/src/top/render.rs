@@ -18,12 +18,19 @@ const BOOT_BAR_CELLS: usize = 24;
 /// Rows of the boots and carousels panels before they say how many more there are.
 const BOOTS_SHOWN_MAX: usize = 6;
 const CAROUSEL_LINES_MAX: usize = 10;
-/// The log, truncation and node panels side by side.
+/// The log, truncation and node panels side by side; below `NODE_PANEL_WIDTH_MIN` cells the
+/// node panel (the least urgent) gives its room to the other two.
 const TOP_COLUMNS: [Constraint; 3] = [
     Constraint::Percentage(34),
     Constraint::Percentage(36),
     Constraint::Percentage(30),
 ];
+const TOP_COLUMNS_NARROW: [Constraint; 3] = [
+    Constraint::Percentage(50),
+    Constraint::Percentage(50),
+    Constraint::Length(0),
+];
+const NODE_PANEL_WIDTH_MIN: u16 = 100;
 /// Lines of the top panels before they are cut.
 const TOP_LINES_MAX: usize = 16;
 /// Widest view id column before ids are cut.
@@ -61,9 +68,15 @@ pub fn draw(f: &mut Frame, app: &App) -> usize {
     let failures = failure_lines(s);
     let boots = boot_lines(s, app);
     let carousels = carousel_lines(s, rates.as_ref(), app);
-    let [log_w, trunc_w, node_w] = Layout::horizontal(TOP_COLUMNS).areas(area);
+    let columns = if area.width < NODE_PANEL_WIDTH_MIN {
+        TOP_COLUMNS_NARROW
+    } else {
+        TOP_COLUMNS
+    };
+    let [log_w, trunc_w, node_w] = Layout::horizontal(columns).areas(area);
     let top_h = [(&log, log_w), (&trunc, trunc_w), (&node, node_w)]
         .into_iter()
+        .filter(|(_, r)| r.width > 2)
         .map(|(lines, r)| wrapped_height(lines, r.width.saturating_sub(2)))
         .max()
         .unwrap_or(0)
@@ -86,7 +99,7 @@ pub fn draw(f: &mut Frame, app: &App) -> usize {
             fail_area,
         );
     }
-    let [log_area, trunc_area, node_area] = Layout::horizontal(TOP_COLUMNS).areas(top);
+    let [log_area, trunc_area, node_area] = Layout::horizontal(columns).areas(top);
     draw_log(f, log_area, log, app);
     f.render_widget(
         Paragraph::new(trunc)
@@ -900,6 +913,14 @@ mod tests {
         }
         let s = screen(&app, 120, 40);
         assert!(has(&s, "safe index       –"));
+        // 80 columns: the node panel gives way to the log and truncation panels.
+        let app = app_with_two_samples();
+        let s = screen(&app, 80, 24);
+        let text = s.join("\n");
+        assert!(has(&s, "intake queued    512 B for the writer"), "{text}");
+        assert!(has(&s, "held back by"), "{text}");
+        assert!(!has(&s, "Node"), "{text}");
+        assert!(has(&s, "disk-0"), "{text}");
     }
 
     #[test]
