@@ -649,14 +649,29 @@ fn extras<'a>(obj: &'a Value, known: &'a [&str]) -> impl Iterator<Item = (String
         .filter(|(k, _)| !known.contains(&k.as_str()))
         .filter_map(|(k, v)| {
             let shown = match v {
-                Value::Number(n) if n.is_u64() => n.as_u64().map(thousands),
-                Value::Number(n) => n.as_f64().map(|x| format!("{x:.1}")),
-                Value::String(s) => Some(s.clone()),
-                Value::Bool(b) => Some(b.to_string()),
-                _ => None,
+                // An object of scalars (e.g. latency percentiles) on one line.
+                Value::Object(m) => {
+                    let parts: Vec<String> = m
+                        .iter()
+                        .filter_map(|(k, v)| Some(format!("{k} {}", scalar(v)?)))
+                        .collect();
+                    (!parts.is_empty()).then(|| parts.join(", "))
+                }
+                v => scalar(v),
             }?;
             Some((k.replace('_', " "), shown))
         })
+}
+
+/// A number, string or boolean as text; `None` for anything else.
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) if n.is_u64() => n.as_u64().map(thousands),
+        Value::Number(n) => n.as_f64().map(|x| format!("{x:.1}")),
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
 }
 
 /// A log index as the API writes it (no separators, so it can be compared and searched).
@@ -747,7 +762,8 @@ mod tests {
             "status": {
                 "uptime_s": uptime,
                 "log": {"first_index": 1, "durable_index": durable, "syncs": durable / 10,
-                        "group_commits": durable / 10, "fsync_p99_us": 840},
+                        "group_commits": durable / 10, "fsync_p99_us": 840,
+                        "fsync_latency_us": {"p50": 120, "p99": 840.5}},
                 "views": [
                     {"id": "disk-0", "kind": "disk", "range": [0, 1_073_741_824u64],
                      "applied_index": durable, "persisted_index": durable, "lag": 0,
@@ -832,6 +848,7 @@ mod tests {
         assert!(has(&s, "512 B for the writer"), "{text}");
         // A field this renderer does not know is still shown.
         assert!(has(&s, "fsync p99 us     840"), "{text}");
+        assert!(has(&s, "fsync latency us p50 120, p99 840.5"), "{text}");
         assert!(has(&s, "held back by     hold #3"), "{text}");
         assert!(has(&s, "#3 cut 900 age 2 s"), "{text}");
         assert!(has(&s, "Views (3 of 3)"), "{text}");
