@@ -173,19 +173,15 @@ async fn read_stream(
     Ok(Sent::Ended)
 }
 
-/// The error and its causes, each once, on one line.
+/// The error and its root cause on one line (hyper's causes in between repeat each other).
 fn describe(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            if !out.is_empty() {
-                out.push_str(": ");
-            }
-            out.push_str(&text);
-        }
+    let first = e.to_string();
+    let root = e.root_cause().to_string();
+    if first.contains(&root) {
+        first
+    } else {
+        format!("{first}: {root}")
     }
-    out
 }
 
 #[cfg(test)]

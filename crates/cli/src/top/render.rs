@@ -47,7 +47,7 @@ pub fn draw(f: &mut Frame, app: &App) -> usize {
     let area = f.area();
     let Some(s) = &app.current else {
         let [head, body, foot] = Layout::vertical([
-            Constraint::Length(1),
+            Constraint::Length(header_rows(app)),
             Constraint::Min(0),
             Constraint::Length(1),
         ])
@@ -83,7 +83,7 @@ pub fn draw(f: &mut Frame, app: &App) -> usize {
         .min(TOP_LINES_MAX)
         + 2;
     let [head, fail_area, top, boot_area, views_area, car_area, foot] = Layout::vertical([
-        Constraint::Length(1),
+        Constraint::Length(header_rows(app)),
         Constraint::Length(height(failures.len(), 4)),
         Constraint::Length(top_h as u16),
         Constraint::Length(height(boots.len(), BOOTS_SHOWN_MAX)),
@@ -143,7 +143,8 @@ fn height(lines: usize, max: usize) -> u16 {
     }
 }
 
-fn header(app: &App) -> Line<'static> {
+/// The title line, and under it the red error line while the node is unreachable.
+fn header(app: &App) -> Paragraph<'static> {
     let mut spans = vec![
         Span::styled("spindle top", BOLD),
         Span::raw(format!(" · {}", app.server)),
@@ -151,17 +152,35 @@ fn header(app: &App) -> Line<'static> {
     if let Some(up) = app.current.as_ref().and_then(Sample::uptime_s) {
         spans.push(Span::raw(format!(" · up {}", duration(up))));
     }
+    let mut lines = Vec::new();
     match &app.down {
-        Some(why) => spans.push(Span::styled(
-            format!(" · node unreachable: {why} · retrying every second"),
-            Style::new().fg(Color::White).bg(Color::Red),
-        )),
-        None if app.current.is_some() => {
-            spans.push(Span::styled(" · live", Style::new().fg(Color::Green)));
+        Some(why) => {
+            spans.push(Span::styled(" · node unreachable", RED));
+            lines.push(Line::from(spans));
+            lines.push(Line::styled(
+                format!("node unreachable: {why} · retrying every second"),
+                Style::new().fg(Color::White).bg(Color::Red),
+            ));
         }
-        None => spans.push(Span::raw(" · connecting…")),
+        None => {
+            spans.push(if app.current.is_some() {
+                Span::styled(" · live", Style::new().fg(Color::Green))
+            } else {
+                Span::raw(" · connecting…")
+            });
+            lines.push(Line::from(spans));
+        }
     }
-    Line::from(spans)
+    Paragraph::new(lines)
+}
+
+/// Rows the header takes.
+fn header_rows(app: &App) -> u16 {
+    if app.down.is_some() {
+        2
+    } else {
+        1
+    }
 }
 
 fn footer(app: &App) -> Line<'static> {
