@@ -1,8 +1,9 @@
 //! `spindle top` as a person sees it: run in a tmux pane (a real pseudo-terminal) against a
 //! running `spindle serve` with a token, it shows the API's durable index and a Disk View's
-//! row, riders on the carousel and their leaving, an error line when the node stops and the live status again when it comes back on
-//! the same address, and `q` (or Ctrl-C) ends it with exit status 0 and the shell's screen
-//! restored.
+//! row, riders on the carousel and their leaving, an error line when the node stops and the
+//! live status again when it comes back on the same address, and `q` ends it with exit
+//! status 0 and the shell's screen restored; a wrong token from `SPINDLE_TOKEN` is reported
+//! on the error line, and Ctrl-C quits too.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -263,9 +264,10 @@ fn top_in_a_terminal_follows_the_node_and_quits_cleanly() {
     assert!(screen.contains("shell before top"), "{screen}");
     assert!(!screen.contains("durable index"), "{screen}");
 
-    // Ctrl-C quits the same way (raw mode turns it into a key, not a signal).
+    // A wrong token from SPINDLE_TOKEN: the node's refusal and what to do, on the error
+    // line. Ctrl-C quits the same way as `q` (raw mode makes it a key, not a signal).
     let script = format!(
-        "'{}' top --server {} --token {TOKEN}; echo \"top exited with $?\"; sleep 600",
+        "SPINDLE_TOKEN=wrong '{}' top --server {}; echo \"top exited with $?\"; sleep 600",
         env!("CARGO_BIN_EXE_spindle"),
         server.http
     );
@@ -285,8 +287,9 @@ fn top_in_a_terminal_follows_the_node_and_quits_cleanly() {
         &script,
     ]);
     assert!(out.status.success(), "tmux new-session: {out:?}");
-    tmux.wait_for("the live status", |s| {
-        s.contains(&expected) && s.contains("· live")
+    tmux.wait_for("the refused token", |s| {
+        s.contains("node unreachable: 401 Unauthorized, give the node's token with --token or SPINDLE_TOKEN")
+            && s.contains("missing or wrong bearer token")
     });
     let out = tmux.cmd(&["send-keys", "-t", "top", "C-c"]);
     assert!(out.status.success(), "send-keys: {out:?}");

@@ -8,13 +8,33 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use super::model::{Sample, Update};
 
-/// Wait before opening the stream again after it failed or ended.
-pub const RECONNECT_DELAY_MS: u64 = 1000;
+/// How the feed waits.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// Wait before opening the stream again after it failed or ended.
+    pub reconnect_delay_ms: u64,
+    /// A stream that brings no status for this long counts as broken (the node sends one a
+    /// second): it is dropped and opened again, and the screen says the node is unreachable.
+    pub status_silence_ms_max: u64,
+    /// Give up a connection attempt after this long (an unreachable host, not a refused port).
+    pub connect_timeout_ms: u64,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing {
+            reconnect_delay_ms: 1000,
+            status_silence_ms_max: 5000,
+            connect_timeout_ms: 3000,
+        }
+    }
+}
 /// An event larger than this is refused (a status of thousands of views is far smaller).
 pub const EVENT_BYTES_MAX: usize = 64 << 20;
 
@@ -91,7 +111,7 @@ pub fn base_url(server: &str) -> String {
 }
 
 /// Run the feed until the screen hangs up (`tx` fails). Blocks: call on its own thread.
-pub fn run(server: &str, token: Option<&str>, tx: &Sender<Update>) {
+pub fn run(server: &str, token: Option<&str>, timing: Timing, tx: &Sender<Update>) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -104,9 +124,11 @@ pub fn run(server: &str, token: Option<&str>, tx: &Sender<Update>) {
     };
     let url = format!("{}/v1/status/stream", base_url(server));
     rt.block_on(async {
-        let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(Duration::from_millis(timing.connect_timeout_ms)));
+        let client = Client::builder(TokioExecutor::new()).build::<_, Empty<Bytes>>(connector);
         loop {
-            let why = match read_stream(&client, &url, token, tx).await {
+            let why = match read_stream(&client, &url, token, timing, tx).await {
                 Ok(Sent::HungUp) => return,
                 Ok(Sent::Ended) => "the node closed the status stream".to_owned(),
                 Err(e) => describe(&e),
@@ -114,7 +136,7 @@ pub fn run(server: &str, token: Option<&str>, tx: &Sender<Update>) {
             if tx.send(Update::Down(why)).is_err() {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(RECONNECT_DELAY_MS)).await;
+            tokio::time::sleep(Duration::from_millis(timing.reconnect_delay_ms)).await;
         }
     });
 }
@@ -127,18 +149,21 @@ enum Sent {
 }
 
 async fn read_stream(
-    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
+    client: &Client<HttpConnector, Empty<Bytes>>,
     url: &str,
     token: Option<&str>,
+    timing: Timing,
     tx: &Sender<Update>,
 ) -> anyhow::Result<Sent> {
     let mut req = hyper::Request::get(url).header("accept", "text/event-stream");
     if let Some(t) = token {
         req = req.header("authorization", format!("Bearer {t}"));
     }
-    let resp = client
-        .request(req.body(Empty::new())?)
+    let silent_ms = timing.status_silence_ms_max;
+    let silence = Duration::from_millis(silent_ms);
+    let resp = tokio::time::timeout(silence, client.request(req.body(Empty::new())?))
         .await
+        .map_err(|_| anyhow::anyhow!("no answer in {silent_ms} ms"))?
         .context("cannot connect")?;
     let status = resp.status();
     if !status.is_success() {
@@ -148,13 +173,20 @@ async fn read_stream(
             .and_then(|v| v["message"].as_str().map(str::to_owned))
             .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
         if status == hyper::StatusCode::UNAUTHORIZED {
-            bail!("{status}: {message} (give the node's token with --token or SPINDLE_TOKEN)");
+            bail!("{status}, give the node's token with --token or SPINDLE_TOKEN: {message}");
         }
         bail!("{status}: {message}");
     }
     let mut body = resp.into_body();
     let mut parser = SseParser::default();
-    while let Some(frame) = body.frame().await {
+    let mut deadline = tokio::time::Instant::now() + silence;
+    loop {
+        let Ok(frame) = tokio::time::timeout_at(deadline, body.frame()).await else {
+            bail!("no status from the node for {silent_ms} ms");
+        };
+        let Some(frame) = frame else {
+            break;
+        };
         let frame = frame.context("the status stream broke off")?;
         let Ok(data) = frame.into_data() else {
             continue;
@@ -168,6 +200,7 @@ async fn read_stream(
             if tx.send(Update::Sample(Sample::from_event(value))).is_err() {
                 return Ok(Sent::HungUp);
             }
+            deadline = tokio::time::Instant::now() + silence;
         }
     }
     Ok(Sent::Ended)
@@ -210,6 +243,88 @@ mod tests {
                 "cut at {cut}"
             );
         }
+    }
+
+    /// A fake node on a loopback port: each connection gets `answer(n)` (n counts
+    /// connections from 0) and is then held open without another byte.
+    fn fake_node(answer: impl Fn(usize) -> String + Send + 'static) -> String {
+        use std::io::{Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for (n, conn) in listener.incoming().enumerate() {
+                let Ok(mut conn) = conn else { return };
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                let _ = conn.write_all(answer(n).as_bytes());
+                held.push(conn);
+            }
+        });
+        addr
+    }
+
+    const SSE_HEAD: &str =
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+
+    fn chunk(data: &str) -> String {
+        format!("{:x}\r\n{data}\r\n", data.len())
+    }
+
+    fn feed(addr: String, token: Option<&'static str>) -> std::sync::mpsc::Receiver<Update> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let timing = Timing {
+            reconnect_delay_ms: 10,
+            status_silence_ms_max: 300,
+            connect_timeout_ms: 1000,
+        };
+        std::thread::spawn(move || run(&addr, token, timing, &tx));
+        rx
+    }
+
+    fn next(rx: &std::sync::mpsc::Receiver<Update>) -> Update {
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("the feed said nothing")
+    }
+
+    #[test]
+    fn a_silent_stream_is_reported_and_opened_again() {
+        // First connection: one status, then silence. Second: a status again.
+        let addr = fake_node(|n| {
+            let event = format!("event: status\ndata: {{\"status\": {{\"uptime_s\": {n}}}}}\n\n");
+            format!("{SSE_HEAD}{}", chunk(&event))
+        });
+        let rx = feed(addr, None);
+        let Update::Sample(s) = next(&rx) else {
+            panic!("no first sample")
+        };
+        assert_eq!(s.uptime_s(), Some(0.0));
+        assert_eq!(
+            next(&rx),
+            Update::Down("no status from the node for 300 ms".into())
+        );
+        let Update::Sample(s) = next(&rx) else {
+            panic!("no sample after reconnecting")
+        };
+        assert_eq!(s.uptime_s(), Some(1.0));
+    }
+
+    #[test]
+    fn a_refused_token_is_reported_with_what_to_do() {
+        let addr = fake_node(|_| {
+            let body = "{\"error\":\"unauthorized\",\"message\":\"a bearer token is required\"}";
+            format!(
+                "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        });
+        let rx = feed(addr, Some("wrong"));
+        let Update::Down(why) = next(&rx) else {
+            panic!("no error")
+        };
+        assert!(why.contains("401"), "{why}");
+        assert!(why.contains("a bearer token is required"), "{why}");
+        assert!(why.contains("--token or SPINDLE_TOKEN"), "{why}");
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let (server, token) = (args.server.clone(), args.token.clone());
     std::thread::Builder::new()
         .name("top-feed".into())
-        .spawn(move || feed::run(&server, token.as_deref(), &tx))
+        .spawn(move || feed::run(&server, token.as_deref(), feed::Timing::default(), &tx))
         .context("starting the feed thread")?;
     // Raw mode and the alternate screen; the panic hook ratatui installs restores both.
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;

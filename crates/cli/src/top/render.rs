@@ -47,7 +47,7 @@ pub fn draw(f: &mut Frame, app: &App) -> usize {
     let area = f.area();
     let Some(s) = &app.current else {
         let [head, body, foot] = Layout::vertical([
-            Constraint::Length(header_rows(app)),
+            Constraint::Length(header_rows(app, area.width)),
             Constraint::Min(0),
             Constraint::Length(1),
         ])
@@ -83,7 +83,7 @@ pub fn draw(f: &mut Frame, app: &App) -> usize {
         .min(TOP_LINES_MAX)
         + 2;
     let [head, fail_area, top, boot_area, views_area, car_area, foot] = Layout::vertical([
-        Constraint::Length(header_rows(app)),
+        Constraint::Length(header_rows(app, area.width)),
         Constraint::Length(height(failures.len(), 4)),
         Constraint::Length(top_h as u16),
         Constraint::Length(height(boots.len(), BOOTS_SHOWN_MAX)),
@@ -171,15 +171,17 @@ fn header(app: &App) -> Paragraph<'static> {
             lines.push(Line::from(spans));
         }
     }
-    Paragraph::new(lines)
+    Paragraph::new(lines).wrap(Wrap { trim: false })
 }
 
-/// Rows the header takes.
-fn header_rows(app: &App) -> u16 {
-    if app.down.is_some() {
-        2
-    } else {
-        1
+/// Rows the header takes at `width` cells: the title, and the error wrapped (at most 4 rows).
+fn header_rows(app: &App, width: u16) -> u16 {
+    match &app.down {
+        Some(why) => {
+            let error = format!("node unreachable: {why} · retrying every second");
+            1 + wrapped_height(&[Line::raw(error)], width).min(4) as u16
+        }
+        None => 1,
     }
 }
 
