@@ -1,9 +1,9 @@
 //! `spindle top` as a person sees it: run in a tmux pane (a real pseudo-terminal) against a
 //! running `spindle serve` with a token, it shows the API's durable index and a Disk View's
 //! row, riders on the carousel and their leaving, an error line when the node stops and the
-//! live status again when it comes back on the same address, and `q` ends it with exit
-//! status 0 and the shell's screen restored; a wrong token from `SPINDLE_TOKEN` is reported
-//! on the error line, and Ctrl-C quits too.
+//! live status again when it comes back on the same address, a typed filter narrowing the
+//! views, and `q` ends it with exit status 0 and the shell's screen restored; a wrong token
+//! from `SPINDLE_TOKEN` is reported on the error line, and Ctrl-C quits too.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -255,6 +255,13 @@ fn top_in_a_terminal_follows_the_node_and_quits_cleanly() {
     tmux.wait_for("the restarted node's durable index, live", |s| {
         s.contains(&expected) && s.contains("· live") && !s.contains("node unreachable")
     });
+
+    // A filter typed after `/` narrows the views to the matching ones.
+    let out = tmux.cmd(&["send-keys", "-t", "top", "/memory", "Enter"]);
+    assert!(out.status.success(), "send-keys: {out:?}");
+    let screen = tmux.wait_for("the filtered views", |s| s.contains("Views (1 of 2)"));
+    assert!(view_row(&screen, "memory", "memory").is_some(), "{screen}");
+    assert!(view_row(&screen, "disk-0", "disk").is_none(), "{screen}");
 
     // `q` quits with status 0 and gives the shell its screen back.
     let out = tmux.cmd(&["send-keys", "-t", "top", "q"]);
