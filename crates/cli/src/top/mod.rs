@@ -9,6 +9,7 @@
 mod feed;
 mod model;
 mod render;
+mod text;
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
