@@ -10,6 +10,8 @@ dpkg -s libclang-dev >/dev/null 2>&1 || need_apt+=(libclang-dev)
 # The status page's browser test drives headless Chromium through chromedriver.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
+# `spindle top`'s test drives it in a tmux pane (a real pseudo-terminal).
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive

@@ -10,12 +10,13 @@ mod ride;
 mod serve;
 mod sort;
 mod status;
+mod top;
 mod torture;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 // The log's appenders and writer hand buffers across threads; mimalloc's per-thread free
 // lists cost less than glibc's arena consolidation there (measured with `perf record` on
@@ -48,6 +49,8 @@ enum Command {
     Gen(load::GenArgs),
     /// Show a running node's status: log, views, boots, carousels, truncation.
     Status(status::Args),
+    /// Watch a running node in the terminal: log rates, views, boots, carousels, truncation.
+    Top(top::Args),
     /// Run a benchmark scenario against its peers in one run.
     Bench {
         #[command(subcommand)]
@@ -66,6 +69,11 @@ enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Print a completion script for bash, zsh or fish (the README says where to put it).
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
     },
 }
 
@@ -117,6 +125,16 @@ fn main() -> ExitCode {
         Command::Load(args) => load::load(&args),
         Command::Gen(args) => load::gen(&args),
         Command::Status(args) => status::run(&args),
+        Command::Top(args) => top::run(&args),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "spindle",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Torture(args) => torture::run(&args),
         Command::Sort(args) => sort::run(&args),
         Command::GenRecords(args) => sort::gen_records(&args),
