@@ -11,6 +11,7 @@ pub mod http;
 pub mod http_input;
 pub mod load;
 pub mod node;
+pub mod openapi;
 pub mod page;
 pub mod proto;
 pub mod serve;

@@ -32,7 +32,7 @@ impl Counters {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Status {
     pub uptime_s: f64,
     pub log: LogStatus,
@@ -47,7 +47,7 @@ pub struct Status {
 }
 
 /// gRPC streams open now, and their limits.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct StreamsStatus {
     pub iterate_open: usize,
     pub iterate_max: usize,
@@ -56,7 +56,7 @@ pub struct StreamsStatus {
 }
 
 /// The log tailer that feeds every view.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TailerStatus {
     /// `"running"`, or `"failed"`: every view is stalled (reads that wait for an index
     /// fail with `views_stalled`) while appends are still acknowledged.
@@ -69,7 +69,7 @@ pub struct TailerStatus {
     pub retries: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LogStatus {
     pub first_index: u64,
     pub durable_index: u64,
@@ -77,7 +77,7 @@ pub struct LogStatus {
     pub group_commits: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ViewStatus {
     pub id: String,
     pub kind: &'static str,
@@ -98,7 +98,7 @@ pub struct ViewStatus {
     pub paused: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BootStatus {
     pub view: String,
     pub state: &'static str,
@@ -112,14 +112,14 @@ pub struct BootStatus {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CarouselEntry {
     pub view: String,
     #[serde(flatten)]
     pub status: CarouselStatus,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TruncationStatus {
     pub enabled: bool,
     /// Records 1..=safe_index may be deleted.
@@ -132,13 +132,13 @@ pub struct TruncationStatus {
     pub last_error: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HoldStatus {
     pub id: u64,
     pub cut: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ChunkStatus {
     pub chunks: usize,
     pub used_bytes: u64,
