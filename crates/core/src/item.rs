@@ -32,6 +32,7 @@ pub enum ItemKind {
 /// `{"kind": "node", "id": ..}` or `{"kind": "edge", "from": .., "label": .., "to": ..}`;
 /// any other field is refused.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "lowercase", try_from = "ItemJson")]
 pub enum ItemKey {
     Node {

@@ -19,6 +19,7 @@ pub fn partition_hash(key: &[u8]) -> u32 {
 
 /// A half-open range `[lo, hi)` of the hash space, `lo < hi <= 2^32`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Partition {
     lo: u64,
     hi: u64,

@@ -22,7 +22,7 @@ pub struct CatalogSlot {
 }
 
 /// One member of the catalog in `status.cluster.catalog`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct MemberStatus {
     pub name: String,
     /// Seconds since the member last renewed its entry.
@@ -32,7 +32,7 @@ pub struct MemberStatus {
 }
 
 /// `status.cluster`: present when the node runs on JetStream and has registered.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ClusterStatus {
     /// This node's key in the catalog.
     pub name: String,
@@ -42,7 +42,7 @@ pub struct ClusterStatus {
 }
 
 /// The JSON a node puts in its catalog entry.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct Entry {
     name: String,
     /// `"node"` (appends, reads, every view of its own) or `"disk-view"` (some Disk
@@ -54,7 +54,7 @@ struct Entry {
     views: Vec<EntryView>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct EntryView {
     id: String,
     kind: &'static str,

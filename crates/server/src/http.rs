@@ -5,6 +5,10 @@
 //! requests are decoded strictly and within named bounds (`http_input`); reads that wait
 //! for an applied index are bounded by `read_wait_ms_max`. Values are stored as the exact
 //! JSON text the client sent and answered verbatim.
+//!
+//! Every route is one entry of `routes()`: the router and the OpenAPI description served at
+//! `/openapi.json` (`crate::openapi`) are both built from that table, and each handler's
+//! `#[utoipa::path]` describes its parameters, bodies and answers from the types it uses.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,18 +17,21 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::handler::Handler;
+use axum::http::Method;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use serde_json::value::RawValue;
 use spindle_chunk::{ChunkError, ChunkId};
 use spindle_core::{Index, ItemKey, Transaction, Value};
 use spindle_log::AppendError;
 use spindle_view::{EdgeFilter, Freshness, Version, ViewError};
+use utoipa::openapi::path::{HttpMethod, PathItem};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::http_input::{path_param, query_params, request_limits};
 use crate::node::Node;
@@ -36,7 +43,36 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
-    pub extra: Option<serde_json::Value>,
+    /// `409 conflict`: each condition that failed.
+    pub failed: Option<Vec<FailedCondition>>,
+    /// `404 deleted`: the index of the delete.
+    pub version: Option<u64>,
+}
+
+/// The body of every error answer (docs/api.md, "Errors").
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// A stable code: `bad_request`, `unauthorized`, `not_found`, `deleted`, `conflict`,
+    /// `not_yet_applied`, `booting`, `views_stalled`, `log_unavailable`, … (docs/api.md).
+    pub error: &'static str,
+    /// What went wrong, for a person.
+    pub message: String,
+    /// `409 conflict` only: each condition that failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<Vec<FailedCondition>>,
+    /// `404 deleted` only: the index of the delete (a condition on it holds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+}
+
+/// A condition of a transaction that did not hold.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct FailedCondition {
+    pub item: ItemKey,
+    /// The version the condition asked for (0: absent).
+    pub expected: u64,
+    /// The item's current version (0: absent).
+    pub actual: u64,
 }
 
 impl From<crate::node::NotServed> for ApiError {
@@ -55,7 +91,8 @@ impl ApiError {
             status: StatusCode::BAD_REQUEST,
             code: "bad_request",
             message: message.into(),
-            extra: None,
+            failed: None,
+            version: None,
         }
     }
 
@@ -68,19 +105,20 @@ impl ApiError {
             status,
             code,
             message: message.into(),
-            extra: None,
+            failed: None,
+            version: None,
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({"error": self.code, "message": self.message});
-        if let (Some(extra), Some(map)) = (self.extra, body.as_object_mut()) {
-            if let Some(fields) = extra.as_object() {
-                map.extend(fields.clone());
-            }
-        }
+        let body = ErrorBody {
+            error: self.code,
+            message: self.message,
+            failed: self.failed,
+            version: self.version,
+        };
         (self.status, Json(body)).into_response()
     }
 }
@@ -128,45 +166,144 @@ impl From<crate::node::WaitError> for ApiError {
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// The HTTP router over `node`.
-pub fn router(node: Arc<Node>) -> Router {
-    Router::new()
-        .route("/v1/txn", post(append))
-        .route("/v1/item", get(read_item))
-        .route("/v1/history", get(history))
-        .route("/v1/out_edges", get(out_edges))
-        .route("/v1/multiget", post(multiget))
-        .route("/v1/index/{name}", get(index_lookup))
-        .route("/v1/status", get(status))
-        .route("/v1/status/stream", get(crate::page::stream))
-        .route("/metrics", get(metrics))
-        .route(
-            "/v1/chunks/{id}",
-            put(put_chunk)
-                .get(get_chunk)
-                .head(head_chunk)
-                .delete(delete_chunk),
-        )
-        .route("/v1/chunks", post(post_chunk))
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "this endpoint does not take that method; see docs/api.md",
-            )
+/// One route of the HTTP API: its path, its methods, whether it is served without the
+/// token, its handler and its OpenAPI description (from the handler's `#[utoipa::path]`).
+pub struct ApiRoute {
+    /// The path in the router's and OpenAPI's common syntax (`/v1/chunks/{id}`).
+    pub path: String,
+    pub methods: Vec<Method>,
+    /// Served without `Authorization` even when a token is configured (it carries no data).
+    pub public: bool,
+    handler: MethodRouter<Arc<Node>>,
+    /// The operations of this route, as `/openapi.json` lists them.
+    pub item: PathItem,
+}
+
+impl std::fmt::Debug for ApiRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiRoute")
+            .field("path", &self.path)
+            .field("methods", &self.methods)
+            .field("public", &self.public)
+            .finish_non_exhaustive()
+    }
+}
+
+fn http_method(m: &HttpMethod) -> Method {
+    match m {
+        HttpMethod::Get => Method::GET,
+        HttpMethod::Post => Method::POST,
+        HttpMethod::Put => Method::PUT,
+        HttpMethod::Delete => Method::DELETE,
+        HttpMethod::Options => Method::OPTIONS,
+        HttpMethod::Head => Method::HEAD,
+        HttpMethod::Patch => Method::PATCH,
+        HttpMethod::Trace => Method::TRACE,
+    }
+}
+
+/// The route a handler's `#[utoipa::path]` (`P`) describes, served by `handler`.
+pub(crate) fn api_route<P: utoipa::Path, H, T>(handler: H, public: bool) -> ApiRoute
+where
+    H: Handler<T, Arc<Node>>,
+    T: 'static,
+{
+    let methods: Vec<Method> = P::methods().iter().map(http_method).collect();
+    let filter = methods
+        .iter()
+        .map(|m| MethodFilter::try_from(m.clone()).expect("an HTTP method axum routes"))
+        .reduce(MethodFilter::or)
+        .expect("a route has a method");
+    let item = P::methods()
+        .into_iter()
+        .fold(utoipa::openapi::path::PathItemBuilder::new(), |b, m| {
+            b.operation(m, P::operation())
         })
+        .build();
+    ApiRoute {
+        path: P::path(),
+        methods,
+        public,
+        handler: on(filter, handler),
+        item,
+    }
+}
+
+/// Every route of the HTTP API, in the order `/openapi.json` lists them. The router serves
+/// exactly these (`router`), and the description lists exactly these (`crate::openapi`).
+pub fn routes() -> Vec<ApiRoute> {
+    use crate::openapi as doc;
+    vec![
+        api_route::<__path_append, _, _>(append, false),
+        api_route::<__path_read_item, _, _>(read_item, false),
+        api_route::<__path_history, _, _>(history, false),
+        api_route::<__path_out_edges, _, _>(out_edges, false),
+        api_route::<__path_multiget, _, _>(multiget, false),
+        api_route::<__path_index_lookup, _, _>(index_lookup, false),
+        api_route::<__path_post_chunk, _, _>(post_chunk, false),
+        api_route::<__path_put_chunk, _, _>(put_chunk, false),
+        api_route::<__path_get_chunk, _, _>(get_chunk, false),
+        api_route::<__path_head_chunk, _, _>(head_chunk, false),
+        api_route::<__path_delete_chunk, _, _>(delete_chunk, false),
+        api_route::<__path_status, _, _>(status, false),
+        api_route::<doc::__path_status_stream, _, _>(crate::page::stream, false),
+        api_route::<__path_metrics, _, _>(metrics, false),
+        // The status page and the description carry no data (the page asks for the token
+        // itself): served without the token check.
+        api_route::<doc::__path_status_page, _, _>(crate::page::index, true),
+        api_route::<doc::__path_openapi_json, _, _>(doc::openapi_json, true),
+    ]
+}
+
+/// The schemas the routes refer to, and those they refer to in turn (`crate::openapi` adds
+/// the paths from `routes()`).
+#[derive(utoipa::OpenApi)]
+#[openapi(components(schemas(
+    ErrorBody,
+    TxnJson,
+    AppendAnswer,
+    VersionOut,
+    HistoryPage,
+    EdgesPage,
+    MultigetJson,
+    MultigetAnswer,
+    IndexAnswer,
+    PutAnswer,
+    crate::status::Status
+)))]
+pub(crate) struct Schemas;
+
+/// The HTTP router over `node`: every route of `routes()`, nothing else.
+pub fn router(node: Arc<Node>) -> Router {
+    let (public, private): (Vec<_>, Vec<_>) = routes().into_iter().partition(|r| r.public);
+    let mut api = Router::new();
+    for r in private {
+        api = api.route(&r.path, r.handler);
+    }
+    api = api
+        .method_not_allowed_fallback(method_not_allowed)
         // Bodies are read by `read_body` with the limit that fits each endpoint.
         .layer(DefaultBodyLimit::disable())
         .fallback(|| async {
             ApiError::not_found("not_found", "no such endpoint; see docs/api.md")
         })
-        .layer(middleware::from_fn_with_state(node.clone(), authorize))
-        // The status page carries no data (it asks for the token itself): added after the
-        // token check, so that check does not apply to it.
-        .route("/", get(crate::page::index))
+        .layer(middleware::from_fn_with_state(node.clone(), authorize));
+    // Added after the token check, so that check does not apply to them.
+    for r in public {
+        api = api.route(&r.path, r.handler);
+    }
+    api.method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(request_limits))
         .layer(middleware::from_fn_with_state(node.clone(), count_refusals))
         .with_state(node)
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not take that method; see docs/api.md",
+    )
 }
 
 /// Count every request refused as malformed (`bad_requests_total`), in one place; close the
@@ -235,18 +372,23 @@ fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> ApiResult<T> {
     serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("request body: {e}")))
 }
 
-#[derive(Debug, Deserialize)]
+/// One write: `{"item", "value"}` or `{"item", "delete": true}`.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct WriteJson<'a> {
     item: ItemKey,
-    /// The value's exact text as sent: it is stored byte for byte, never re-serialised.
+    /// The new value, a JSON object, stored as the exact text sent (byte for byte).
+    /// Absent when `delete` is true.
     #[serde(default, borrow)]
+    #[schema(value_type = Option<Object>)]
     value: Option<&'a RawValue>,
+    /// Delete the item (a tombstone version) instead of writing a value.
     #[serde(default)]
     delete: bool,
 }
 
-#[derive(Debug, Deserialize)]
+/// A condition: the item's current version must be `version`.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ConditionJson {
     item: ItemKey,
@@ -254,13 +396,23 @@ struct ConditionJson {
     version: u64,
 }
 
-#[derive(Debug, Deserialize)]
+/// A transaction: its writes, appended atomically if every condition holds.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct TxnJson<'a> {
+    /// At most 10,000 writes, 8 MiB in all, 1 MiB each.
     #[serde(borrow)]
     writes: Vec<WriteJson<'a>>,
     #[serde(default)]
     conditions: Vec<ConditionJson>,
+}
+
+/// A committed transaction.
+#[derive(Debug, Serialize, ToSchema)]
+struct AppendAnswer {
+    /// The commit index: the index of the transaction's last record. Each write's version
+    /// is its own record's index.
+    index: u64,
 }
 
 fn checked_key(key: ItemKey) -> ApiResult<ItemKey> {
@@ -302,7 +454,23 @@ fn to_transaction(txn: TxnJson<'_>) -> ApiResult<Transaction> {
     Ok(out)
 }
 
-async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<serde_json::Value>> {
+#[utoipa::path(
+    post,
+    path = "/v1/txn",
+    tag = "items",
+    summary = "Append a transaction",
+    description = "Appends the writes atomically if every condition holds, and answers once \
+        the transaction is durable (fdatasync).",
+    request_body(content = TxnJson, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Committed and durable", body = AppendAnswer),
+        (status = 400, description = "Malformed transaction (`bad_request`); nothing written", body = ErrorBody),
+        (status = 421, description = "This is a disk-view server (`read_only_role`): append through a node", body = ErrorBody),
+        (status = 409, description = "A condition failed (`conflict`, with `failed`); nothing written", body = ErrorBody),
+        (status = 503, description = "The log refuses writes (`log_unavailable`)", body = ErrorBody),
+    )
+)]
+async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<AppendAnswer>> {
     if node.config.role == crate::config::Role::DiskView {
         return Err(ApiError::new(
             StatusCode::MISDIRECTED_REQUEST,
@@ -318,7 +486,7 @@ async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<ser
         Ok(index) => {
             Counters::bump(&node.metrics.appends, 1);
             Counters::bump(&node.metrics.records_appended, records);
-            Ok(Json(json!({ "index": index.get() })))
+            Ok(Json(AppendAnswer { index: index.get() }))
         }
         Err(AppendError::Conflict { failed }) => {
             Counters::bump(&node.metrics.append_conflicts, 1);
@@ -328,13 +496,15 @@ async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<ser
             .to_string();
             let failed: Vec<_> = failed
                 .iter()
-                .map(|f| json!({"item": f.key, "expected": f.expected.get(), "actual": f.actual.get()}))
+                .map(|f| FailedCondition {
+                    item: f.key.clone(),
+                    expected: f.expected.get(),
+                    actual: f.actual.get(),
+                })
                 .collect();
             Err(ApiError {
-                status: StatusCode::CONFLICT,
-                code: "conflict",
-                message,
-                extra: Some(json!({ "failed": failed })),
+                failed: Some(failed),
+                ..ApiError::new(StatusCode::CONFLICT, "conflict", message)
             })
         }
         Err(AppendError::Input(e)) => Err(ApiError::bad(e.to_string())),
@@ -383,12 +553,97 @@ fn read_timeout(node: &Node, asked_ms: Option<u64>) -> ApiResult<Duration> {
     Ok(Duration::from_millis(timeout_ms))
 }
 
+/// The names of the query parameters `P` describes: the only ones an endpoint accepts, so
+/// the handler and `/openapi.json` agree by construction.
+fn param_names<P: IntoParams>() -> Vec<String> {
+    P::into_params(|| None)
+        .into_iter()
+        .map(|p| p.name)
+        .collect()
+}
+
+/// The query of `GET /v1/item`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[expect(
+    dead_code,
+    reason = "describes the query string that `read_params` parses"
+)]
+struct ItemQuery {
+    /// A node's id. An edge is named by `from`, `label` and `to` instead.
+    node: Option<String>,
+    /// An edge's source node.
+    from: Option<String>,
+    /// An edge's label.
+    label: Option<String>,
+    /// An edge's target node.
+    to: Option<String>,
+    /// The version as of this log index (a deleted item then answers `"deleted": true`).
+    as_of: Option<u64>,
+    /// Wait until the view has applied this index (read-your-writes: pass an append's index).
+    min_index: Option<u64>,
+    /// Longest wait for `min_index` or `as_of`, in ms: default 5000, at most
+    /// `read_wait_ms_max` (more is `400`); then `504 not_yet_applied`.
+    timeout_ms: Option<u64>,
+}
+
+/// The query of `GET /v1/history`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[expect(
+    dead_code,
+    reason = "describes the query string that `read_params` parses"
+)]
+struct HistoryQuery {
+    /// A node's id. An edge is named by `from`, `label` and `to` instead.
+    node: Option<String>,
+    /// An edge's source node.
+    from: Option<String>,
+    /// An edge's label.
+    label: Option<String>,
+    /// An edge's target node.
+    to: Option<String>,
+    /// Wait until the view has applied this index.
+    min_index: Option<u64>,
+    /// Longest wait for `min_index`, in ms (default 5000, at most `read_wait_ms_max`).
+    timeout_ms: Option<u64>,
+    /// Versions per page: 1 to 10000, default 1000.
+    limit: Option<u64>,
+    /// The `next` of the previous page: versions above this index follow.
+    after: Option<u64>,
+}
+
+/// The query of `GET /v1/out_edges`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[expect(
+    dead_code,
+    reason = "describes the query string that `read_params` parses"
+)]
+struct OutEdgesQuery {
+    /// The node whose out-edges are listed.
+    node: String,
+    /// Only edges with this label.
+    label: Option<String>,
+    /// The edges live as of this log index (default: the view's applied index).
+    as_of: Option<u64>,
+    /// Wait until the view has applied this index.
+    min_index: Option<u64>,
+    /// Longest wait for `min_index` or `as_of`, in ms (default 5000, at most
+    /// `read_wait_ms_max`).
+    timeout_ms: Option<u64>,
+    /// Edges per page: 1 to 10000, default 1000.
+    limit: Option<u64>,
+    /// The `next` of the previous page (an opaque cursor).
+    after: Option<String>,
+}
+
 fn read_params(
     node: &Node,
     q: &BTreeMap<String, String>,
-    allowed: &[&str],
+    allowed: &[String],
 ) -> ApiResult<ReadParams> {
-    if let Some(unknown) = q.keys().find(|k| !allowed.contains(&k.as_str())) {
+    if let Some(unknown) = q.keys().find(|k| !allowed.contains(k)) {
         return Err(ApiError::bad(format!(
             "unknown query parameter {unknown:?}; this endpoint takes {}",
             allowed.join(", ")
@@ -457,11 +712,15 @@ fn raw_value(text: &str) -> ApiResult<&RawValue> {
 }
 
 /// One version of one item as answered by the reads: the value is the stored text.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct VersionOut<'a> {
     item: &'a ItemKey,
+    /// The index of the record that wrote this version.
     version: u64,
+    /// This version is a delete.
     deleted: bool,
+    /// The value as the exact text written; `null` for a delete.
+    #[schema(value_type = Option<Object>)]
     value: Option<&'a RawValue>,
 }
 
@@ -502,21 +761,24 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/item",
+    tag = "items",
+    summary = "Read an item's latest version, or its version as of an index",
+    description = "Served by the Disk View that owns the item.",
+    params(ItemQuery),
+    responses(
+        (status = 200, description = "The version", body = VersionOut),
+        (status = 400, description = "Bad parameters (`bad_request`)", body = ErrorBody),
+        (status = 404, description = "Never written (`not_found`) or deleted (`deleted`, with `version`)", body = ErrorBody),
+        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`)", body = ErrorBody),
+        (status = 504, description = "The view did not apply `min_index`/`as_of` in time (`not_yet_applied`)", body = ErrorBody),
+    )
+)]
 async fn read_item(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Response> {
     let q = query_params(&uri)?;
-    let p = read_params(
-        &node,
-        &q,
-        &[
-            "node",
-            "from",
-            "label",
-            "to",
-            "as_of",
-            "min_index",
-            "timeout_ms",
-        ],
-    )?;
+    let p = read_params(&node, &q, &param_names::<ItemQuery>())?;
     let key = item_key(&p)?;
     Counters::bump(&node.metrics.reads, 1);
     wait_disk(&node, &key, p.as_of.max(p.min_index), p.timeout).await?;
@@ -533,7 +795,7 @@ async fn read_item(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Respons
     match version {
         Some(v) if !v.value.is_tombstone() || at.is_some() => json_answer(&version_out(&key, &v)?),
         Some(v) => Err(ApiError {
-            extra: Some(json!({"version": v.index.get()})),
+            version: Some(v.index.get()),
             ..ApiError::not_found("deleted", format!("{key} was deleted at index {}", v.index))
         }),
         None => Err(ApiError::not_found(
@@ -543,8 +805,8 @@ async fn read_item(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Respons
     }
 }
 
-/// A page of an item's history.
-#[derive(Debug, Serialize)]
+/// A page of an item's history, oldest version first.
+#[derive(Debug, Serialize, ToSchema)]
 struct HistoryPage<'a> {
     item: &'a ItemKey,
     versions: Vec<VersionOut<'a>>,
@@ -553,22 +815,22 @@ struct HistoryPage<'a> {
     next: Option<u64>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/history",
+    tag = "items",
+    summary = "An item's versions, oldest first, deletes included",
+    params(HistoryQuery),
+    responses(
+        (status = 200, description = "A page of versions", body = HistoryPage),
+        (status = 400, description = "Bad parameters (`bad_request`)", body = ErrorBody),
+        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`)", body = ErrorBody),
+        (status = 504, description = "The view did not apply `min_index` in time (`not_yet_applied`)", body = ErrorBody),
+    )
+)]
 async fn history(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Response> {
     let q = query_params(&uri)?;
-    let p = read_params(
-        &node,
-        &q,
-        &[
-            "node",
-            "from",
-            "label",
-            "to",
-            "min_index",
-            "timeout_ms",
-            "limit",
-            "after",
-        ],
-    )?;
+    let p = read_params(&node, &q, &param_names::<HistoryQuery>())?;
     let key = item_key(&p)?;
     let limit = page_limit(&q)?;
     let after = Index::new(num_param(&q, "after")?.unwrap_or(0));
@@ -614,8 +876,8 @@ fn parse_edge_cursor(cursor: &str) -> ApiResult<(String, String)> {
     Ok((label.to_owned(), to.to_owned()))
 }
 
-/// A page of a node's out-edges, ordered by (label, to) as bytes.
-#[derive(Debug, Serialize)]
+/// A page of a node's live out-edges, ordered by (label, to) as bytes.
+#[derive(Debug, Serialize, ToSchema)]
 struct EdgesPage<'a> {
     node: &'a str,
     edges: Vec<VersionOut<'a>>,
@@ -631,21 +893,22 @@ fn edge_label_to(key: &ItemKey) -> (&str, &str) {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/out_edges",
+    tag = "items",
+    summary = "A node's live out-edges, by label then target",
+    params(OutEdgesQuery),
+    responses(
+        (status = 200, description = "A page of edges", body = EdgesPage),
+        (status = 400, description = "Bad parameters (`bad_request`)", body = ErrorBody),
+        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`)", body = ErrorBody),
+        (status = 504, description = "The view did not apply `min_index`/`as_of` in time (`not_yet_applied`)", body = ErrorBody),
+    )
+)]
 async fn out_edges(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Response> {
     let q = query_params(&uri)?;
-    let p = read_params(
-        &node,
-        &q,
-        &[
-            "node",
-            "label",
-            "as_of",
-            "min_index",
-            "timeout_ms",
-            "limit",
-            "after",
-        ],
-    )?;
+    let p = read_params(&node, &q, &param_names::<OutEdgesQuery>())?;
     let (Some(key), Some(id)) = (p.key.clone(), p.node.clone()) else {
         return Err(ApiError::bad(
             "name the node: ?node=ID (and optionally &label=L)",
@@ -688,12 +951,16 @@ async fn out_edges(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Respons
     })
 }
 
-#[derive(Debug, Deserialize)]
+/// Items to read from the Memory View.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct MultigetJson {
+    /// At most 10,000 items.
     items: Vec<ItemKey>,
+    /// Wait until the Memory View has applied this index.
     #[serde(default)]
     min_index: Option<u64>,
+    /// Longest wait for `min_index`, in ms (default 5000, at most `read_wait_ms_max`).
     #[serde(default)]
     timeout_ms: Option<u64>,
 }
@@ -710,18 +977,36 @@ fn booting(name: &str) -> ApiError {
 }
 
 /// One multiget answer: a live item's version and its stored value text.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct MultigetValue<'a> {
     version: u64,
+    /// The value as the exact text written.
+    #[schema(value_type = Object)]
     value: &'a RawValue,
 }
 
-#[derive(Debug, Serialize)]
+/// The latest live values, one per item asked, in order.
+#[derive(Debug, Serialize, ToSchema)]
 struct MultigetAnswer<'a> {
+    /// The Memory View's applied index when it answered.
     applied_index: u64,
+    /// `null` for an item absent or deleted.
     values: Vec<Option<MultigetValue<'a>>>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/multiget",
+    tag = "items",
+    summary = "Latest live values of many items, from the Memory View",
+    request_body(content = MultigetJson, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The values", body = MultigetAnswer),
+        (status = 400, description = "Malformed request (`bad_request`)", body = ErrorBody),
+        (status = 503, description = "The Memory View is booting (`booting`) or stopped following the log (`views_stalled`, `view_paused`)", body = ErrorBody),
+        (status = 504, description = "The view did not apply `min_index` in time (`not_yet_applied`)", body = ErrorBody),
+    )
+)]
 async fn multiget(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Response> {
     let body = read_body(&node, body, node.config.request_body_bytes_max).await?;
     let req: MultigetJson = parse_json(&body)?;
@@ -765,11 +1050,50 @@ async fn multiget(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Respon
     })
 }
 
+/// The query of `GET /v1/index/{name}`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[expect(
+    dead_code,
+    reason = "describes the query string that `index_lookup` parses"
+)]
+struct IndexQuery {
+    /// The indexed property's value as JSON text, URL-encoded (`%22Ada%22` for `"Ada"`).
+    value: String,
+}
+
+/// The nodes whose indexed property equals the value asked.
+#[derive(Debug, Serialize, ToSchema)]
+struct IndexAnswer {
+    /// The Index View's name.
+    index: String,
+    /// The Index View's applied index when it answered.
+    applied_index: u64,
+    /// Node ids.
+    nodes: Vec<String>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/index/{name}",
+    tag = "items",
+    summary = "Look up nodes by a property value in an Index View",
+    params(
+        ("name" = String, Path, description = "The Index View's name (`index_views` in the configuration)"),
+        IndexQuery,
+    ),
+    responses(
+        (status = 200, description = "The nodes", body = IndexAnswer),
+        (status = 400, description = "Missing or malformed `value` (`bad_request`)", body = ErrorBody),
+        (status = 404, description = "No such Index View (`unknown_index`)", body = ErrorBody),
+        (status = 503, description = "The Index View is booting (`booting`)", body = ErrorBody),
+    )
+)]
 async fn index_lookup(
     State(node): State<Arc<Node>>,
     name: Result<Path<String>, PathRejection>,
     uri: Uri,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<IndexAnswer>> {
     let name = path_param(name)?;
     let q = query_params(&uri)?;
     let Some((_, slot)) = node.indexes.iter().find(|(c, _)| c.name == name) else {
@@ -779,9 +1103,11 @@ async fn index_lookup(
             format!("no index view {name:?}; configured: {names:?}"),
         ));
     };
-    if let Some(unknown) = q.keys().find(|k| k.as_str() != "value") {
+    let allowed = param_names::<IndexQuery>();
+    if let Some(unknown) = q.keys().find(|k| !allowed.contains(k)) {
         return Err(ApiError::bad(format!(
-            "unknown query parameter {unknown:?}; give ?value=<JSON>"
+            "unknown query parameter {unknown:?}; this endpoint takes {} (?value=<JSON>)",
+            allowed.join(", ")
         )));
     }
     let text = q
@@ -791,17 +1117,36 @@ async fn index_lookup(
         serde_json::from_str(text).map_err(|e| ApiError::bad(format!("value is not JSON: {e}")))?;
     Counters::bump(&node.metrics.reads, 1);
     let view = slot.get().ok_or_else(|| booting(&slot.name))?;
-    Ok(Json(json!({
-        "index": name,
-        "applied_index": view.applied_index().get(),
-        "nodes": view.lookup(&value),
-    })))
+    Ok(Json(IndexAnswer {
+        index: name,
+        applied_index: view.applied_index().get(),
+        nodes: view.lookup(&value),
+    }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/status",
+    tag = "status",
+    summary = "The node's status: log, views, boots, carousels, truncation, chunk store",
+    responses((status = 200, description = "The status now", body = crate::status::Status))
+)]
 async fn status(State(node): State<Arc<Node>>) -> Json<crate::status::Status> {
     Json(node.status())
 }
 
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "status",
+    summary = "Prometheus metrics",
+    responses((
+        status = 200,
+        description = "The Prometheus text exposition format",
+        body = String,
+        content_type = "text/plain; version=0.0.4"
+    ))
+)]
 async fn metrics(State(node): State<Arc<Node>>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -809,6 +1154,15 @@ async fn metrics(State(node): State<Arc<Node>>) -> Response {
     )
         .into_response()
 }
+
+/// A chunk's bytes, as sent and answered (at most `chunk_bytes_max`).
+#[derive(ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[expect(
+    dead_code,
+    reason = "describes the raw body the chunk handlers read and answer"
+)]
+struct ChunkBytes(Vec<u8>);
 
 /// The chunk id of the URL: 64 hex digits.
 fn chunk_id(id: Result<Path<String>, PathRejection>) -> ApiResult<ChunkId> {
@@ -843,10 +1197,14 @@ fn chunk_error(e: ChunkError) -> ApiError {
     }
 }
 
-#[derive(Debug, Serialize)]
+/// A stored chunk.
+#[derive(Debug, Serialize, ToSchema)]
 struct PutAnswer {
+    /// The chunk's id: the BLAKE3 hash of its bytes, 64 hex digits.
     id: String,
+    /// Its length.
     bytes: usize,
+    /// False when the store already held it.
     created: bool,
 }
 
@@ -887,6 +1245,23 @@ async fn store_chunk(
         .into_response())
 }
 
+#[utoipa::path(
+    put,
+    path = "/v1/chunks/{id}",
+    tag = "chunks",
+    summary = "Store a chunk under its id",
+    description = "Refuses a body whose BLAKE3 hash is not the id (`400`, nothing stored).",
+    params(("id" = String, Path, description = "The body's BLAKE3 hash, 64 hex digits")),
+    request_body(content = inline(ChunkBytes), content_type = "application/octet-stream"),
+    responses(
+        (status = 201, description = "Stored (durable)", body = PutAnswer),
+        (status = 200, description = "Already stored", body = PutAnswer),
+        (status = 400, description = "Empty body, bad id, or a hash other than the id (`bad_request`)", body = ErrorBody),
+        (status = 413, description = "Larger than `chunk_bytes_max` (`body_too_large`)", body = ErrorBody),
+        (status = 503, description = "The store's writes failed (`chunk_store_failed`)", body = ErrorBody),
+        (status = 507, description = "Past `chunk_store_bytes_max` (`store_full`) or the disk is full (`disk_full`)", body = ErrorBody),
+    )
+)]
 async fn put_chunk(
     State(node): State<Arc<Node>>,
     id: Result<Path<String>, PathRejection>,
@@ -897,11 +1272,38 @@ async fn put_chunk(
     store_chunk(node, body, Some(want)).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/chunks",
+    tag = "chunks",
+    summary = "Store a chunk; the node computes its id",
+    request_body(content = inline(ChunkBytes), content_type = "application/octet-stream"),
+    responses(
+        (status = 201, description = "Stored (durable)", body = PutAnswer),
+        (status = 200, description = "Already stored", body = PutAnswer),
+        (status = 400, description = "Empty body (`bad_request`)", body = ErrorBody),
+        (status = 413, description = "Larger than `chunk_bytes_max` (`body_too_large`)", body = ErrorBody),
+        (status = 503, description = "The store's writes failed (`chunk_store_failed`)", body = ErrorBody),
+        (status = 507, description = "Past `chunk_store_bytes_max` (`store_full`) or the disk is full (`disk_full`)", body = ErrorBody),
+    )
+)]
 async fn post_chunk(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Response> {
     let body = read_body(&node, body, node.config.chunk_bytes_max).await?;
     store_chunk(node, body, None).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/chunks/{id}",
+    tag = "chunks",
+    summary = "A chunk's bytes, hash verified",
+    params(("id" = String, Path, description = "The chunk's id, 64 hex digits")),
+    responses(
+        (status = 200, description = "The chunk", body = inline(ChunkBytes), content_type = "application/octet-stream"),
+        (status = 400, description = "Not a chunk id (`bad_request`)", body = ErrorBody),
+        (status = 404, description = "No such chunk (`not_found`)", body = ErrorBody),
+    )
+)]
 async fn get_chunk(
     State(node): State<Arc<Node>>,
     id: Result<Path<String>, PathRejection>,
@@ -920,6 +1322,17 @@ async fn get_chunk(
     }
 }
 
+#[utoipa::path(
+    head,
+    path = "/v1/chunks/{id}",
+    tag = "chunks",
+    summary = "Whether the store holds a chunk (no body)",
+    params(("id" = String, Path, description = "The chunk's id, 64 hex digits")),
+    responses(
+        (status = 200, description = "Held"),
+        (status = 404, description = "Not held"),
+    )
+)]
 async fn head_chunk(
     State(node): State<Arc<Node>>,
     id: Result<Path<String>, PathRejection>,
@@ -932,6 +1345,18 @@ async fn head_chunk(
     })
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/chunks/{id}",
+    tag = "chunks",
+    summary = "Delete a chunk",
+    params(("id" = String, Path, description = "The chunk's id, 64 hex digits")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Not a chunk id (`bad_request`)", body = ErrorBody),
+        (status = 404, description = "No such chunk (`not_found`)", body = ErrorBody),
+    )
+)]
 async fn delete_chunk(
     State(node): State<Arc<Node>>,
     id: Result<Path<String>, PathRejection>,

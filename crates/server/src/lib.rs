@@ -13,6 +13,7 @@ pub mod http_input;
 pub mod load;
 pub mod node;
 pub mod node_log;
+pub mod openapi;
 pub mod page;
 pub mod proto;
 pub mod serve;

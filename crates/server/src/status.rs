@@ -32,7 +32,7 @@ impl Counters {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Status {
     pub uptime_s: f64,
     pub log: LogStatus,
@@ -50,7 +50,7 @@ pub struct Status {
 }
 
 /// gRPC streams open now, and their limits.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct StreamsStatus {
     pub iterate_open: usize,
     pub iterate_max: usize,
@@ -59,7 +59,7 @@ pub struct StreamsStatus {
 }
 
 /// The log tailer that feeds every view.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TailerStatus {
     /// `"running"`, or `"failed"`: every view is stalled (reads that wait for an index
     /// fail with `views_stalled`) while appends are still acknowledged.
@@ -72,7 +72,7 @@ pub struct TailerStatus {
     pub retries: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LogStatus {
     /// `"file"` (the log under the data directory) or `"jetstream"` (a NATS JetStream
     /// stream, whose servers sync: the fsync fields below stay 0 / absent).
@@ -91,7 +91,7 @@ pub struct LogStatus {
     pub syncs_in_window: usize,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ViewStatus {
     pub id: String,
     pub kind: &'static str,
@@ -112,7 +112,7 @@ pub struct ViewStatus {
     pub paused: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BootStatus {
     pub view: String,
     pub state: &'static str,
@@ -126,14 +126,14 @@ pub struct BootStatus {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CarouselEntry {
     pub view: String,
     #[serde(flatten)]
     pub status: CarouselStatus,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TruncationStatus {
     pub enabled: bool,
     /// Records 1..=safe_index may be deleted.
@@ -146,7 +146,7 @@ pub struct TruncationStatus {
     pub last_error: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HoldStatus {
     pub id: u64,
     pub cut: u64,
@@ -154,7 +154,7 @@ pub struct HoldStatus {
     pub age_s: f64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ChunkStatus {
     pub chunks: usize,
     pub used_bytes: u64,
@@ -168,7 +168,7 @@ pub struct ChunkStatus {
 }
 
 /// One chunk volume file.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct VolumeStatus {
     pub volume: u32,
     pub bytes: u64,
@@ -179,7 +179,7 @@ pub struct VolumeStatus {
 }
 
 /// The chunk store's compactions since the node started.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CompactionStatus {
     pub running: bool,
     pub runs: u64,

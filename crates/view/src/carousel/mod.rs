@@ -119,6 +119,7 @@ impl CarouselConfig {
 
 /// How a rider is served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum RiderMode {
     /// On the shared scan (or waiting to board it at the next chunk boundary).
@@ -131,6 +132,7 @@ pub enum RiderMode {
 
 /// One rider in `CarouselStatus`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RiderStatus {
     pub id: u64,
     pub cut: Index,
@@ -151,6 +153,7 @@ pub struct RiderStatus {
 
 /// A carousel at one moment, for the status page and metrics.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CarouselStatus {
     /// Whether the scanner thread is running.
     pub running: bool,
