@@ -59,9 +59,11 @@ pub struct ErrorBody {
     pub message: String,
     /// `409 conflict` only: each condition that failed.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub failed: Option<Vec<FailedCondition>>,
     /// `404 deleted` only: the index of the delete (a condition on it holds).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub version: Option<u64>,
 }
 
@@ -380,7 +382,7 @@ struct WriteJson<'a> {
     /// The new value, a JSON object, stored as the exact text sent (byte for byte).
     /// Absent when `delete` is true.
     #[serde(default, borrow)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Object>, nullable = false)]
     value: Option<&'a RawValue>,
     /// Delete the item (a tombstone version) instead of writing a value.
     #[serde(default)]
@@ -812,6 +814,7 @@ struct HistoryPage<'a> {
     versions: Vec<VersionOut<'a>>,
     /// Pass as `after` for the next page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     next: Option<u64>,
 }
 
@@ -883,6 +886,7 @@ struct EdgesPage<'a> {
     edges: Vec<VersionOut<'a>>,
     /// Pass as `after` for the next page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     next: Option<String>,
 }
 
