@@ -103,6 +103,9 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // Fault injection for tests (`FAILPOINTS`), only in builds with the feature.
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench { scenario } => match scenario {

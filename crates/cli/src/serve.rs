@@ -57,9 +57,11 @@ pub struct Args {
     /// Replicas the stream must have (default 3).
     #[arg(long)]
     jetstream_replicas: Option<usize>,
-    /// `node` (default: appends, reads, every view) or `disk-view` (a Disk View server on
-    /// the shared JetStream log: only the partitions given with --partition, reads only).
-    #[arg(long, value_parser = ["node", "disk-view"])]
+    /// `node` (default: appends, reads, every view), `disk-view` (a Disk View server on
+    /// the shared JetStream log: only the partitions given with --partition, reads only) or
+    /// `api` (appends to the shared log; reads and boots through the Disk View servers of
+    /// its catalog).
+    #[arg(long, value_parser = ["node", "disk-view", "api"])]
     role: Option<String>,
     /// A partition to hold, as I/N (partition I of N; sets --disk-partitions N);
     /// repeatable. For --role disk-view.
@@ -137,6 +139,7 @@ fn config(args: &Args) -> anyhow::Result<ServerConfig> {
     }
     match args.role.as_deref() {
         Some("disk-view") => c.role = Role::DiskView,
+        Some("api") => c.role = Role::Api,
         Some(_) => c.role = Role::Node,
         None => {}
     }

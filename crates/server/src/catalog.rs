@@ -45,8 +45,9 @@ pub struct ClusterStatus {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 struct Entry {
     name: String,
-    /// `"node"` (appends, reads, every view of its own) or `"disk-view"` (some Disk
-    /// Views of the shared log; reads and iteration only).
+    /// `"node"` (appends, reads, every view of its own), `"disk-view"` (some Disk Views
+    /// of the shared log; reads and iteration only) or `"api"` (appends; reads through the
+    /// Disk View servers).
     role: &'static str,
     http: String,
     grpc: String,
@@ -174,6 +175,25 @@ impl CatalogSlot {
                 }
             }
             out
+        }
+        #[cfg(not(feature = "jetstream"))]
+        Vec::new()
+    }
+
+    /// The other members of the catalog at its last read, each with its entry (as JSON;
+    /// entries that are not JSON are left out). Empty before the node has registered.
+    pub fn others(&self) -> Vec<(String, serde_json::Value)> {
+        #[cfg(feature = "jetstream")]
+        {
+            let slot = self.registration.lock();
+            let Some((name, r)) = slot.as_ref() else {
+                return Vec::new();
+            };
+            r.members()
+                .into_iter()
+                .filter(|m| &m.key != name)
+                .filter_map(|m| Some((m.key, serde_json::from_slice(&m.value).ok()?)))
+                .collect()
         }
         #[cfg(not(feature = "jetstream"))]
         Vec::new()

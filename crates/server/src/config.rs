@@ -102,9 +102,11 @@ pub struct ServerConfig {
     /// (TOML table `[jetstream]`; `spindle serve --jetstream URL…`). Needs the `jetstream`
     /// feature (on in the `spindle` binary).
     pub jetstream: Option<JetStreamSettings>,
-    /// What this process is: `node` (the embedded node: appends, reads, every view) or
+    /// What this process is: `node` (the embedded node: appends, reads, every view),
     /// `disk-view` (a Disk View server on a shared JetStream log: holds only `partitions`,
-    /// follows the stream as a reader, serves reads and iteration, refuses appends).
+    /// follows the stream as a reader, serves reads and iteration, refuses appends) or
+    /// `api` (appends to the shared log, holds no Disk View: forwards item reads to the Disk
+    /// View servers of the catalog and boots its Memory and Index Views from them).
     pub role: Role,
     /// The partitions of `disk_partitions` this process holds (default: all). A
     /// `disk-view` server holds the ones listed here (`--partition I/N`).
@@ -118,6 +120,7 @@ pub enum Role {
     #[default]
     Node,
     DiskView,
+    Api,
 }
 
 impl Role {
@@ -125,6 +128,7 @@ impl Role {
         match self {
             Role::Node => "node",
             Role::DiskView => "disk-view",
+            Role::Api => "api",
         }
     }
 }
@@ -311,6 +315,22 @@ impl ServerConfig {
                 return bad(
                     "a node holds every partition; only a disk-view server holds a \
                      subset (role = \"disk-view\")"
+                        .into(),
+                );
+            }
+        }
+        if self.role == Role::Api {
+            if self.jetstream.is_none() {
+                return bad(
+                    "an api server appends to a shared log and reads from Disk View servers: \
+                     configure [jetstream] (--jetstream URL)"
+                        .into(),
+                );
+            }
+            if self.partitions.is_some() {
+                return bad(
+                    "an api server holds no Disk View partitions; drop `partitions` \
+                     (--partition) or use role = \"disk-view\""
                         .into(),
                 );
             }

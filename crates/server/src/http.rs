@@ -742,6 +742,40 @@ fn json_answer(answer: &impl Serialize) -> ApiResult<Response> {
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
+/// On an api server (`role = "api"`, no Disk Views of its own), a read of one item is
+/// answered by a Disk View server of the catalog that holds the item's partition, the
+/// freshest replica first and the next when one cannot answer; the request goes as it came
+/// (its `min_index`/`as_of` wait happens there). `None` on any other role.
+async fn forwarded(
+    node: &Node,
+    key: &ItemKey,
+    uri: &Uri,
+    wait: Duration,
+) -> Option<ApiResult<Response>> {
+    if node.config.role != crate::config::Role::Api {
+        return None;
+    }
+    let views = crate::remote::remote_views(&node.catalog.others());
+    let replicas = crate::remote::read_replicas(&views, key.hash());
+    let target = uri
+        .path_and_query()
+        .map_or_else(|| uri.path(), |p| p.as_str());
+    let answer = crate::remote::forward(&replicas, target, node.config.token.clone(), wait).await;
+    Some(match answer {
+        Ok((status, body)) => {
+            Ok((status, [(header::CONTENT_TYPE, "application/json")], body).into_response())
+        }
+        Err(why) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_replica",
+            format!(
+                "no Disk View server could answer for hash {:#010x}: {why}",
+                key.hash()
+            ),
+        )),
+    })
+}
+
 /// Wait (bounded) until the Disk View owning `key` has applied `index`.
 async fn wait_disk(
     node: &Node,
@@ -774,7 +808,7 @@ async fn blocking<T: Send + 'static>(
         (status = 200, description = "The version", body = VersionOut),
         (status = 400, description = "Bad parameters (`bad_request`)", body = ErrorBody),
         (status = 404, description = "Never written (`not_found`) or deleted (`deleted`, with `version`)", body = ErrorBody),
-        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`)", body = ErrorBody),
+        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), or on an api server no Disk View server could answer (`no_replica`)", body = ErrorBody),
         (status = 504, description = "The view did not apply `min_index`/`as_of` in time (`not_yet_applied`)", body = ErrorBody),
     )
 )]
@@ -783,6 +817,9 @@ async fn read_item(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Respons
     let p = read_params(&node, &q, &param_names::<ItemQuery>())?;
     let key = item_key(&p)?;
     Counters::bump(&node.metrics.reads, 1);
+    if let Some(answer) = forwarded(&node, &key, &uri, p.timeout).await {
+        return answer;
+    }
     wait_disk(&node, &key, p.as_of.max(p.min_index), p.timeout).await?;
     let view = node.disk_for(&key)?.view.clone();
     let at = p.as_of;
@@ -827,7 +864,7 @@ struct HistoryPage<'a> {
     responses(
         (status = 200, description = "A page of versions", body = HistoryPage),
         (status = 400, description = "Bad parameters (`bad_request`)", body = ErrorBody),
-        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`)", body = ErrorBody),
+        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), or on an api server no Disk View server could answer (`no_replica`)", body = ErrorBody),
         (status = 504, description = "The view did not apply `min_index` in time (`not_yet_applied`)", body = ErrorBody),
     )
 )]
@@ -838,6 +875,9 @@ async fn history(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Response>
     let limit = page_limit(&q)?;
     let after = Index::new(num_param(&q, "after")?.unwrap_or(0));
     Counters::bump(&node.metrics.reads, 1);
+    if let Some(answer) = forwarded(&node, &key, &uri, p.timeout).await {
+        return answer;
+    }
     wait_disk(&node, &key, p.min_index, p.timeout).await?;
     let view = node.disk_for(&key)?.view.clone();
     let k = key.clone();
@@ -906,7 +946,7 @@ fn edge_label_to(key: &ItemKey) -> (&str, &str) {
     responses(
         (status = 200, description = "A page of edges", body = EdgesPage),
         (status = 400, description = "Bad parameters (`bad_request`)", body = ErrorBody),
-        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`)", body = ErrorBody),
+        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), or on an api server no Disk View server could answer (`no_replica`)", body = ErrorBody),
         (status = 504, description = "The view did not apply `min_index`/`as_of` in time (`not_yet_applied`)", body = ErrorBody),
     )
 )]
@@ -921,6 +961,9 @@ async fn out_edges(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Respons
     let limit = page_limit(&q)?;
     let after = q.get("after").map(|c| parse_edge_cursor(c)).transpose()?;
     Counters::bump(&node.metrics.reads, 1);
+    if let Some(answer) = forwarded(&node, &key, &uri, p.timeout).await {
+        return answer;
+    }
     let wanted = p.as_of.max(p.min_index);
     wait_disk(&node, &key, wanted, p.timeout).await?;
     let view = node.disk_for(&key)?.view.clone();

@@ -354,6 +354,10 @@ pub struct BootState {
     pub started: Instant,
     pub progress: Arc<BootProgress>,
     pub cut: Option<Index>,
+    /// The plan's sources (`disk-I`, or `<member>/disk-I` on an api server).
+    pub sources: Vec<String>,
+    /// Why the boot has not begun (an api server waiting for Disk View servers).
+    pub waiting: Option<String>,
     pub bytes_total: Option<u64>,
     pub finished: Option<std::time::Duration>,
     pub error: Option<String>,
@@ -366,6 +370,31 @@ pub struct TruncationState {
     pub first_retained: Option<Index>,
     pub error: Option<String>,
     pub runs: u64,
+}
+
+/// How often an api server's boot looks at the catalog again while the Disk View servers
+/// there do not cover the hash space.
+pub const REMOTE_SELECT_RETRY_MS: u64 = 250;
+
+/// Where a boot's plan sources are: this process's Disk Views, or remote ones.
+#[derive(Debug)]
+pub enum BootSources<'a> {
+    Local(&'a Node),
+    Remote(std::collections::HashMap<String, crate::remote::RemoteSource>),
+}
+
+impl BootSources<'_> {
+    /// The source a plan names.
+    pub fn get(&self, id: &str) -> Option<&dyn spindle_view::boot::BootSource> {
+        match self {
+            BootSources::Local(node) => node
+                .disk_by_id(id)
+                .map(|v| v as &dyn spindle_view::boot::BootSource),
+            BootSources::Remote(sources) => sources
+                .get(id)
+                .map(|s| s as &dyn spindle_view::boot::BootSource),
+        }
+    }
 }
 
 /// The running node. Shared by the HTTP and gRPC surfaces through an `Arc`.
@@ -510,14 +539,19 @@ impl Node {
                 data.join("log"),
                 log_config,
             )?)),
-            Some(js) => open_jetstream(js, config.role == crate::config::Role::Node)?,
+            // A node and an api server append; a Disk View server only reads.
+            Some(js) => open_jetstream(js, config.role != crate::config::Role::DiskView)?,
         };
         let carousel_config = config.carousel();
         let mut disks = Vec::new();
-        let held = config
-            .partitions
-            .clone()
-            .unwrap_or_else(|| (0..n).collect());
+        let held = match config.role {
+            // An api server reaches the Disk Views of the catalog instead.
+            crate::config::Role::Api => Vec::new(),
+            _ => config
+                .partitions
+                .clone()
+                .unwrap_or_else(|| (0..n).collect()),
+        };
         for i in held {
             let dir = disk_dir(&data, i, n);
             let options = DiskOptions {
@@ -549,11 +583,13 @@ impl Node {
                 ..spindle_chunk::Options::default()
             },
         )?;
+        // Without Disk Views (an api server) the tail starts at the log's end: a view that
+        // boots later reads what lies between its cut and the tail from the log itself.
         let from = disks
             .iter()
             .map(|d| d.view.applied_index())
             .min()
-            .unwrap_or(Index::ZERO)
+            .unwrap_or_else(|| log.durable_index())
             .next();
         let (stop, _) = watch::channel(false);
         let (tailer_stop, tailer_stop_rx) = watch::channel(false);
@@ -660,8 +696,8 @@ impl Node {
     fn start_boots(self: &Arc<Self>) -> Result<(), NodeError> {
         if self.config.memory_view {
             self.spawn("boot-memory".into(), |node| {
-                node.boot_and_follow(&node.memory, |plan, progress| {
-                    MemoryView::boot(Partition::ALL, plan, |id| node.disk_by_id(id), progress)
+                node.boot_and_follow(&node.memory, |plan, sources, progress| {
+                    MemoryView::boot(Partition::ALL, plan, |id| sources.get(id), progress)
                 });
             })?;
         }
@@ -669,12 +705,12 @@ impl Node {
             let name = format!("boot-{}", self.indexes[i].1.name);
             self.spawn(name, move |node| {
                 let (config, slot) = &node.indexes[i];
-                node.boot_and_follow(slot, |plan, progress| {
+                node.boot_and_follow(slot, |plan, sources, progress| {
                     IndexView::boot(
                         Partition::ALL,
                         &config.pointer,
                         plan,
-                        |id| node.disk_by_id(id),
+                        |id| sources.get(id),
                         progress,
                     )
                 });
@@ -713,17 +749,19 @@ impl Node {
     }
 
     /// Boot `slot` from the Disk Views to a cut, then follow the log into it. Runs on its
-    /// own thread; failures are recorded for status.
+    /// own thread; failures are recorded for status. An api server boots from the Disk
+    /// View servers of the catalog (waiting until they cover the hash space).
     fn boot_and_follow<V, E>(
         &self,
         slot: &Booted<V>,
-        boot: impl FnOnce(&spindle_view::Plan, &BootProgress) -> Result<V, E>,
+        boot: impl FnOnce(&spindle_view::Plan, &BootSources<'_>, &BootProgress) -> Result<V, E>,
     ) where
         V: spindle_view::follow::Applier + Send + Sync + 'static,
         E: std::fmt::Display,
     {
         // Hold the log above the lowest applied index before choosing the cut: the cut
         // can only be at or above it, so the records the view will tail stay.
+        // (An api server holds everything until it knows its cut.)
         let floor = self
             .disks
             .iter()
@@ -743,6 +781,8 @@ impl Node {
             started: Instant::now(),
             progress: progress.clone(),
             cut: None,
+            sources: Vec::new(),
+            waiting: None,
             bytes_total,
             finished: None,
             error: None,
@@ -753,12 +793,27 @@ impl Node {
             head: self.log.durable_index(),
             lag_records_max: u64::MAX,
         };
-        let booted = select(&self.catalog(), &request)
-            .map_err(|e| e.to_string())
-            .and_then(|plan| {
-                self.boots.lock()[at].cut = Some(plan.cut);
-                boot(&plan, &progress).map_err(|e| e.to_string())
-            });
+        let booted = if self.config.role == crate::config::Role::Api {
+            self.boot_remote(at, &request, &hold, |plan, sources| {
+                boot(plan, sources, &progress).map_err(|e| e.to_string())
+            })
+        } else {
+            Some(
+                select(&self.catalog(), &request)
+                    .map_err(|e| e.to_string())
+                    .and_then(|plan| {
+                        let mut boots = self.boots.lock();
+                        boots[at].cut = Some(plan.cut);
+                        boots[at].sources = plan.sources.iter().map(|s| s.view.clone()).collect();
+                        drop(boots);
+                        boot(&plan, &BootSources::Local(self), &progress).map_err(|e| e.to_string())
+                    }),
+            )
+        };
+        let booted = match booted {
+            Some(b) => b,
+            None => return, // the node stops before the boot could begin
+        };
         let view = match booted {
             Ok(view) => Arc::new(view),
             Err(e) => {
@@ -792,6 +847,67 @@ impl Node {
             what
         });
         self.follower_ended(&slot.stall, result);
+    }
+
+    /// Choose a plan over the remote Disk Views of the catalog (waiting, while the node
+    /// runs, until they cover the hash space), hold the log above its cut, and boot.
+    /// `None` when the node stops first.
+    fn boot_remote<V>(
+        &self,
+        at: usize,
+        request: &SelectRequest,
+        hold: &Mutex<Option<truncate::HoldGuard>>,
+        boot: impl FnOnce(&spindle_view::Plan, &BootSources<'_>) -> Result<V, String>,
+    ) -> Option<Result<V, String>> {
+        let mut waiting_since: Option<Instant> = None;
+        let (plan, views) = loop {
+            if *self.stop.borrow() {
+                return None;
+            }
+            let views = crate::remote::remote_views(&self.catalog.others());
+            match select(&crate::remote::selection_catalog(&views), request) {
+                Ok(plan) => break (plan, views),
+                Err(e) => {
+                    if waiting_since.is_none() {
+                        tracing::info!("waiting for Disk View servers in the catalog: {e}");
+                        waiting_since = Some(Instant::now());
+                    }
+                    self.boots.lock()[at].waiting = Some(e.to_string());
+                    std::thread::sleep(Duration::from_millis(REMOTE_SELECT_RETRY_MS));
+                }
+            }
+        };
+        // Hold the log above the cut before letting go of the hold on everything.
+        *hold.lock() = Some(self.holds.hold(plan.cut));
+        {
+            let mut boots = self.boots.lock();
+            boots[at].cut = Some(plan.cut);
+            boots[at].sources = plan.sources.iter().map(|s| s.view.clone()).collect();
+            boots[at].waiting = None;
+        }
+        let rt = match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("boot-remote")
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => return Some(Err(format!("starting the remote boot's runtime: {e}"))),
+        };
+        let sources = crate::remote::plan_sources(
+            &plan,
+            &views,
+            self.config.token.clone(),
+            rt.handle().clone(),
+        );
+        tracing::info!(
+            "booting from {} remote Disk View(s) to cut {}",
+            plan.sources.len(),
+            plan.cut
+        );
+        let result = boot(&plan, &BootSources::Remote(sources));
+        rt.shutdown_background();
+        Some(result)
     }
 
     /// The truncation coordinator's decision now (DESIGN.md §7). A Disk View counts at its

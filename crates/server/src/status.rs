@@ -117,6 +117,13 @@ pub struct BootStatus {
     pub view: String,
     pub state: &'static str,
     pub cut: Option<u64>,
+    /// The Disk Views it iterates (`disk-I`; `<member>/disk-I` on an api server).
+    pub sources: Vec<String>,
+    /// Why it has not begun: an api server waits until the Disk View servers of the
+    /// catalog cover the hash space.
+    pub waiting: Option<String>,
+    /// Sources started over on another replica after their stream failed.
+    pub source_restarts: u64,
     pub items: u64,
     pub bytes: u64,
     pub items_per_s: f64,
@@ -251,12 +258,16 @@ impl Node {
                 let r = b.progress.report(elapsed, b.bytes_total);
                 BootStatus {
                     view: b.view.clone(),
-                    state: match (&b.error, b.finished) {
-                        (Some(_), _) => "failed",
-                        (None, Some(_)) => "done",
-                        (None, None) => "booting",
+                    state: match (&b.error, b.finished, &b.waiting) {
+                        (Some(_), _, _) => "failed",
+                        (None, Some(_), _) => "done",
+                        (None, None, Some(_)) => "waiting",
+                        (None, None, None) => "booting",
                     },
                     cut: b.cut.map(|c| c.get()),
+                    sources: b.sources.clone(),
+                    waiting: b.waiting.clone(),
+                    source_restarts: b.progress.source_restarts.load(Ordering::Relaxed),
                     items: r.items,
                     bytes: r.bytes,
                     items_per_s: r.items_per_s,

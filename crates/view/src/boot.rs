@@ -11,6 +11,7 @@ use crate::disk::DiskView;
 use crate::error::IterError;
 use crate::frame::{FrameReader, FrameRef};
 use crate::iterate::IterRequest;
+
 use crate::select::Plan;
 
 /// Frame bytes an iteration fills per batch while booting.
@@ -26,6 +27,8 @@ pub struct BootProgress {
     /// Sources finished, of `sources_total`.
     pub sources_done: AtomicU64,
     pub sources_total: AtomicU64,
+    /// Sources started over (on another replica) after their iteration failed.
+    pub source_restarts: AtomicU64,
 }
 
 /// A snapshot of boot progress with its rate (and an ETA when the total is known).
@@ -60,11 +63,62 @@ impl BootProgress {
     }
 }
 
+/// Where a boot reads version frames: a Disk View of this process, or one of another
+/// process reached over the network (`spindle serve`'s remote sources). A source serves an
+/// iteration to exactly the plan's cut and ends it with the end frame.
+pub trait BootSource: Sync {
+    /// The source's name, for errors and logs.
+    fn name(&self) -> String;
+    /// Start iterating `req` (its range is the plan source's, its `to` the plan's cut).
+    fn open(&self, req: &IterRequest) -> Result<Box<dyn FrameBatches + '_>, IterError>;
+    /// The error for bad data read from this source.
+    fn corrupt(&self, what: String) -> IterError;
+    /// Whether an iteration that failed with `error` may start over from the beginning
+    /// (a remote source then moves to another replica of the same range); at most
+    /// `BOOT_SOURCE_ATTEMPTS_MAX` attempts in all. A local Disk View never retries.
+    fn may_retry(&self, _error: &IterError) -> bool {
+        false
+    }
+}
+
+/// Attempts one source of a boot may make before the boot fails.
+pub const BOOT_SOURCE_ATTEMPTS_MAX: u32 = 4;
+
+/// An iteration in progress, batch by batch.
+pub trait FrameBatches {
+    /// Append whole frames to `buf`, about `bytes_max` bytes; `true` once the end frame is
+    /// in (it is appended with the last batch).
+    fn fill(&mut self, buf: &mut Vec<u8>, bytes_max: usize) -> Result<bool, IterError>;
+}
+
+impl FrameBatches for crate::iterate::Iteration<'_> {
+    fn fill(&mut self, buf: &mut Vec<u8>, bytes_max: usize) -> Result<bool, IterError> {
+        crate::iterate::Iteration::fill(self, buf, bytes_max)
+    }
+}
+
+impl BootSource for DiskView {
+    fn name(&self) -> String {
+        self.dir().display().to_string()
+    }
+
+    fn open(&self, req: &IterRequest) -> Result<Box<dyn FrameBatches + '_>, IterError> {
+        let it = self.iterate(req)?;
+        let cut = req.to.expect("a boot asks for the plan's cut");
+        assert_eq!(it.cut(), cut, "a source serves the plan's cut");
+        Ok(Box::new(it))
+    }
+
+    fn corrupt(&self, what: String) -> IterError {
+        DiskView::corrupt(self, what).into()
+    }
+}
+
 /// One version frame as a booting view receives it (borrowed from the batch buffer).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct BootFrame<'a> {
-    /// The Disk View the frame came from (to blame it for bad data).
-    pub source: &'a DiskView,
+    /// Where the frame came from (to blame it for bad data).
+    pub source: &'a dyn BootSource,
     pub index: Index,
     /// Frame flags (`frame::FLAG_*`).
     pub flags: u8,
@@ -73,14 +127,28 @@ pub struct BootFrame<'a> {
     pub value: Option<&'a [u8]>,
 }
 
+impl std::fmt::Debug for BootFrame<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BootFrame")
+            .field("source", &self.source.name())
+            .field("index", &self.index)
+            .field("flags", &self.flags)
+            .field("key", &self.key)
+            .field("value", &self.value.map(<[u8]>::len))
+            .finish()
+    }
+}
+
 /// Iterate every source of `plan` concurrently (one thread each) with the filters of
 /// `template` (its range and `to` are replaced by each source's range and the plan's cut).
 /// `init` makes one accumulator per source range; `on_frame` folds each frame into it.
 /// Returns the accumulators in plan order. The plan must tile the template's range (a plan
-/// made for another range is a caller bug).
-pub fn iterate_plan<'v, T: Send>(
+/// made for another range is a caller bug). A source that fails in a way it may retry
+/// (`BootSource::may_retry`) starts over with a fresh accumulator, so `on_frame` must
+/// tolerate seeing a source's frames again after `init` (the views' boots do).
+pub fn iterate_plan<'v, S: BootSource + ?Sized + 'v, T: Send>(
     plan: &Plan,
-    view_of: impl Fn(&str) -> Option<&'v DiskView>,
+    view_of: impl Fn(&str) -> Option<&'v S>,
     template: &IterRequest,
     progress: &BootProgress,
     init: impl Fn(Partition) -> T + Sync,
@@ -101,7 +169,7 @@ pub fn iterate_plan<'v, T: Send>(
         req.range_lo = source.range.lo();
         req.range_hi = source.range.hi();
         req.to = Some(plan.cut);
-        requests.push((view, req));
+        requests.push((view, req, source.range));
     }
     progress
         .sources_total
@@ -110,8 +178,29 @@ pub fn iterate_plan<'v, T: Send>(
     std::thread::scope(|s| {
         let handles: Vec<_> = requests
             .iter()
-            .map(|(view, req)| {
-                s.spawn(move || iterate_source(view, req, plan.cut, progress, init, on_frame))
+            .map(|(view, req, range)| {
+                let view: &S = view;
+                s.spawn(move || {
+                    let mut attempt = 1;
+                    loop {
+                        let mut acc = init(*range);
+                        match iterate_source(view, req, plan.cut, progress, &mut acc, on_frame) {
+                            Ok(()) => {
+                                progress.sources_done.fetch_add(1, Ordering::Relaxed);
+                                return Ok(acc);
+                            }
+                            Err(e) if attempt < BOOT_SOURCE_ATTEMPTS_MAX && view.may_retry(&e) => {
+                                tracing::warn!(
+                                    "boot source {} failed ({e}); starting it over",
+                                    view.name()
+                                );
+                                attempt += 1;
+                                progress.source_restarts.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                })
             })
             .collect();
         handles
@@ -121,17 +210,17 @@ pub fn iterate_plan<'v, T: Send>(
     })
 }
 
-fn iterate_source<T>(
-    view: &DiskView,
+fn iterate_source<S: BootSource + ?Sized, T>(
+    view: &S,
     req: &IterRequest,
     cut: Index,
     progress: &BootProgress,
-    init: &impl Fn(Partition) -> T,
+    acc: &mut T,
     on_frame: &impl Fn(&mut T, BootFrame<'_>) -> Result<(), IterError>,
-) -> Result<T, IterError> {
-    let mut it = view.iterate(req)?;
-    assert_eq!(it.cut(), cut, "a source serves the plan's cut");
-    let mut acc = init(it.request().range);
+) -> Result<(), IterError> {
+    let source = BootSourceRef(view);
+    let source: &dyn BootSource = &source;
+    let mut it = view.open(req)?;
     let mut buf = Vec::with_capacity(BOOT_BATCH_BYTES + (64 << 10));
     loop {
         buf.clear();
@@ -150,16 +239,18 @@ fn iterate_source<T>(
                 continue;
             };
             // Invariant 6: nothing above the cut.
-            assert!(index <= cut, "a version at {index} is above the cut {cut}");
+            if index > cut {
+                return Err(view.corrupt(format!("a version at {index} is above the cut {cut}")));
+            }
             frames += 1;
             let frame = BootFrame {
-                source: view,
+                source,
                 index,
                 flags,
                 key,
                 value,
             };
-            on_frame(&mut acc, frame)?;
+            on_frame(acc, frame)?;
         }
         progress.items.fetch_add(frames, Ordering::Relaxed);
         progress
@@ -168,9 +259,26 @@ fn iterate_source<T>(
         // Lets a test slow a boot down enough to watch its progress.
         fail::fail_point!("boot::batch");
         if done {
-            progress.sources_done.fetch_add(1, Ordering::Relaxed);
-            return Ok(acc);
+            return Ok(());
         }
+    }
+}
+
+/// A `&S` as a `dyn BootSource` (for `S` that is itself unsized).
+struct BootSourceRef<'a, S: ?Sized>(&'a S);
+
+impl<S: BootSource + ?Sized> BootSource for BootSourceRef<'_, S> {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn open(&self, req: &IterRequest) -> Result<Box<dyn FrameBatches + '_>, IterError> {
+        self.0.open(req)
+    }
+    fn corrupt(&self, what: String) -> IterError {
+        self.0.corrupt(what)
+    }
+    fn may_retry(&self, error: &IterError) -> bool {
+        self.0.may_retry(error)
     }
 }
 

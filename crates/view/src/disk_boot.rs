@@ -33,11 +33,11 @@ fn no_wal() -> WriteOptions {
 impl DiskView {
     /// Boot a Disk View of `partition` in `dir` (new, or left by an unfinished boot) from
     /// the sources of `plan`, to `plan.cut`. Then follow the log from `cut + 1`.
-    pub fn boot<'v>(
+    pub fn boot<'v, S: crate::boot::BootSource + ?Sized + 'v>(
         dir: impl AsRef<Path>,
         partition: Partition,
         plan: &Plan,
-        view_of: impl Fn(&str) -> Option<&'v DiskView>,
+        view_of: impl Fn(&str) -> Option<&'v S>,
         progress: &BootProgress,
     ) -> Result<DiskView, IterError> {
         let view = DiskView::open_any(dir, partition)?;
@@ -63,10 +63,7 @@ impl DiskView {
             |_| WriteBatch::default(),
             |batch, f| {
                 let Some((key, _)) = ItemKey::decode(f.key) else {
-                    return Err(f
-                        .source
-                        .corrupt(format!("bad key in frame at {}", f.index))
-                        .into());
+                    return Err(f.source.corrupt(format!("bad key in frame at {}", f.index)));
                 };
                 let value = match f.value {
                     _ if f.flags & FLAG_TOMBSTONE != 0 => Value::TOMBSTONE,
@@ -75,8 +72,7 @@ impl DiskView {
                     None => {
                         return Err(f
                             .source
-                            .corrupt(format!("frame at {} has no value", f.index))
-                            .into())
+                            .corrupt(format!("frame at {} has no value", f.index)))
                     }
                 };
                 let mut stored = Vec::with_capacity(1 + value.encoded_len());

@@ -134,6 +134,14 @@ pub enum IterError {
          later, or ask for a dedicated iterator"
     )]
     CarouselGroupsFull { groups: usize },
+    /// A Disk View of another process could not be iterated (unreachable, refused, or the
+    /// stream broke off); `retry` says whether another replica may be tried.
+    #[error("remote Disk View {view}: {detail}")]
+    Remote {
+        view: String,
+        detail: String,
+        retry: bool,
+    },
     #[error(transparent)]
     View(#[from] ViewError),
 }

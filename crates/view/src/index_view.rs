@@ -11,7 +11,6 @@ use parking_lot::RwLock;
 use spindle_core::{Index, ItemKey, Partition, Record};
 
 use crate::boot::{iterate_plan, BootProgress};
-use crate::disk::DiskView;
 use crate::error::{IterError, ViewError};
 use crate::frame::FLAG_PROJECTED;
 use crate::iterate::{check_pointer, project, IterRequest, Kinds};
@@ -130,11 +129,11 @@ impl IndexView {
 
     /// Boot from the sources of `plan` with a projection of the property: nodes only,
     /// latest versions only, to `plan.cut`. Then tail the log from `cut + 1`.
-    pub fn boot<'v>(
+    pub fn boot<'v, S: crate::boot::BootSource + ?Sized + 'v>(
         partition: Partition,
         pointer: &str,
         plan: &Plan,
-        view_of: impl Fn(&str) -> Option<&'v DiskView>,
+        view_of: impl Fn(&str) -> Option<&'v S>,
         progress: &BootProgress,
     ) -> Result<IndexView, IterError> {
         let view = IndexView::new(partition, pointer)?;
@@ -155,8 +154,7 @@ impl IndexView {
                 let Some((ItemKey::Node { id }, _)) = ItemKey::decode(f.key) else {
                     return Err(f
                         .source
-                        .corrupt(format!("frame at {} is not a node", f.index))
-                        .into());
+                        .corrupt(format!("frame at {} is not a node", f.index)));
                 };
                 let value = std::str::from_utf8(value).map_err(|_| {
                     f.source

@@ -9,7 +9,6 @@ use parking_lot::RwLock;
 use spindle_core::{Index, ItemKey, Partition, Record};
 
 use crate::boot::{iterate_plan, BootProgress};
-use crate::disk::DiskView;
 use crate::error::{IterError, ViewError};
 use crate::iterate::IterRequest;
 use crate::select::Plan;
@@ -172,10 +171,10 @@ impl MemoryView {
     /// Boot from the sources of `plan` (looked up by id with `view_of`): iterate them
     /// concurrently to `plan.cut`, latest versions only. The view is then at `plan.cut`;
     /// the caller tails the log from `cut + 1` (`follow::catch_up` or `follow::follow`).
-    pub fn boot<'v>(
+    pub fn boot<'v, S: crate::boot::BootSource + ?Sized + 'v>(
         partition: Partition,
         plan: &Plan,
-        view_of: impl Fn(&str) -> Option<&'v DiskView>,
+        view_of: impl Fn(&str) -> Option<&'v S>,
         progress: &BootProgress,
     ) -> Result<MemoryView, IterError> {
         let mut template = IterRequest::range(partition);
