@@ -67,7 +67,7 @@ pub struct File {
 
 /// Refuse shapes that cannot work, saying why.
 pub fn check(shape: &Shape) -> Result<(), String> {
-    if shape.nats == 0 || shape.nats % 2 == 0 || shape.nats > NATS_SERVERS_MAX {
+    if shape.nats.is_multiple_of(2) || shape.nats > NATS_SERVERS_MAX {
         return Err(format!(
             "--nats {}: use an odd number of NATS servers from 1 to {NATS_SERVERS_MAX}. \
              JetStream's Raft groups need a majority: 2 servers stop when either is down \
