@@ -2,7 +2,8 @@
 //! servers and 1 API process prints every member and the API URL; a transaction appended
 //! through the API URL (with the generated token, kept with mode 0600) is read back there;
 //! `kill` of a Disk View server makes `status` show it dead; `start` brings it back, it
-//! catches up to the commit index of writes made while it was down and serves them; `down`
+//! catches up to the commit index of writes made while it was down and serves them; a NATS
+//! server killed and started again answers, and writes go on meanwhile; `down`
 //! leaves none of the recorded processes running (and, in namespaces, no namespace, veth or
 //! bridge). Once on loopback, once in network namespaces (skipped, saying why, when not root
 //! or `ip netns` does not work).
@@ -216,6 +217,19 @@ fn scenario(root: &Path, network: &[&str]) -> Value {
         assert_eq!(answer["value"]["i"], *i, "{answer}");
     }
     assert_eq!(read(&rt, &back, &last_id, last_index)["value"]["i"], last_i);
+
+    // A NATS server dies: writes go on through the other two; started again, it answers.
+    ok(&["cluster", "kill", "--dir", &dir, "nats-2"]);
+    assert_eq!(member(&status(&dir), "nats-2")["alive"], false);
+    let index = write(&rt, &api, "during-nats-2-down", 99);
+    assert_eq!(
+        read(&rt, &api, "during-nats-2-down", index)["value"]["i"],
+        99
+    );
+    ok(&["cluster", "start", "--dir", &dir, "nats-2"]);
+    let s = status(&dir);
+    let m = member(&s, "nats-2");
+    assert!(m["alive"] == true && m["answering"] == true, "{m}");
 
     // Down: every process it ever recorded is gone.
     let state: Value = serde_json::from_str(

@@ -165,6 +165,10 @@ fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
             Placement::Namespaces { subnet, tag }
         }
     };
+    let _lock = state::lock(&dir)?;
+    if state::load(&dir)?.is_some() {
+        bail!("another `spindle cluster up` took {} first", dir.display());
+    }
     let (mut cluster, files) = plan::plan(&dir, &shape, &placement, &programs);
     let token = write_token(&dir)?;
     for f in &files {
@@ -322,6 +326,8 @@ fn stop(cluster: &Cluster) -> anyhow::Result<Vec<String>> {
 }
 
 fn down(dir: &Path) -> anyhow::Result<ExitCode> {
+    state::load_existing(dir)?;
+    let _lock = state::lock(dir)?;
     let mut cluster = state::load_existing(dir)?;
     let done = stop(&cluster)?;
     cluster.phase = Phase::Down;
@@ -365,6 +371,8 @@ fn kill(dir: &Path, name: &str) -> anyhow::Result<ExitCode> {
 }
 
 fn start(dir: &Path, name: &str) -> anyhow::Result<ExitCode> {
+    state::load_existing(dir)?;
+    let lock = state::lock(dir)?;
     let mut cluster = state::load_existing(dir)?;
     match cluster.phase {
         Phase::Up => {}
@@ -391,6 +399,7 @@ fn start(dir: &Path, name: &str) -> anyhow::Result<ExitCode> {
     let token = report::read_token(&cluster)
         .ok_or_else(|| anyhow!("{} is missing", cluster.dir.join(TOKEN_FILE).display()))?;
     spawn_member(&mut cluster, name, &token)?;
+    drop(lock);
     let prober = Prober::new(Some(token))?;
     wait_ready(&cluster, &[name.to_owned()], &prober)?;
     let rows = report::rows(&cluster, &prober);

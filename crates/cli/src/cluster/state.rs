@@ -2,7 +2,8 @@
 //! role, addresses, command line and process, so that `down`, `status`, `kill` and `start`
 //! work from another shell. Written whole to a temporary file and renamed over the old one,
 //! so a reader never sees half of it; `up` writes it before it creates anything, so `down`
-//! can clean up after an `up` that crashed.
+//! can clean up after an `up` that crashed. Commands that change it hold `DIR/cluster.lock`
+//! (flock) from reading it to writing it, so two shells do not lose each other's changes.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,25 @@ pub const STATE_FORMAT: u32 = 1;
 pub const STATE_FILE: &str = "cluster.json";
 /// The bearer token every Spindle member requires (mode 0600).
 pub const TOKEN_FILE: &str = "token";
+pub const LOCK_FILE: &str = "cluster.lock";
+
+/// Held while a command reads, changes and writes the state file; released on drop.
+#[derive(Debug)]
+pub struct Lock(#[expect(dead_code, reason = "held for its flock")] std::fs::File);
+
+/// Wait for and take the directory's lock.
+pub fn lock(dir: &Path) -> anyhow::Result<Lock> {
+    let path = dir.join(LOCK_FILE);
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    f.lock()
+        .with_context(|| format!("locking {}", path.display()))?;
+    Ok(Lock(f))
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
