@@ -1,6 +1,6 @@
 //! Member processes: started detached (a session of their own via setsid(1), inside their
 //! network namespace via `ip netns exec`, stdout and stderr appended to their log file),
-//! found again later by pid *and* start time (a pid can be reused), signalled with kill(1).
+//! found again later by pid *and* start time (a pid can be reused), signalled with sh's kill.
 //! Both wrappers exec in place, so the recorded pid is the member's own.
 
 use std::fs::OpenOptions;
@@ -75,17 +75,18 @@ pub fn is_alive(pid: u32, ticks: u64) -> bool {
     matches!(stat(pid), Some((state, t)) if t == ticks && state != 'Z' && state != 'X')
 }
 
-/// Send `signal` (a kill(1) name: TERM, KILL) to the member if it runs; whether it did.
+/// Send `signal` (a name for kill: TERM, KILL) to the member if it runs; whether it did.
 pub fn signal(m: &Member, signal: &str) -> anyhow::Result<bool> {
     let Some(pid) = m.pid.filter(|_| alive(m)) else {
         return Ok(false);
     };
-    let status = Command::new("kill")
-        .args(["-s", signal, &pid.to_string()])
+    // The shell's builtin kill: every machine has sh, not every one has procps' kill(1).
+    let status = Command::new("sh")
+        .args(["-c", "kill -s \"$0\" \"$1\"", signal, &pid.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .context("running kill(1)")?;
+        .context("running sh -c kill")?;
     // It may have exited between the check and the signal.
     Ok(status.success() || !alive(m))
 }
