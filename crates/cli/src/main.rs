@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+mod cluster;
 mod import;
 mod inspect;
 mod inspect_chunks;
@@ -39,6 +40,9 @@ struct Cli {
 enum Command {
     /// Run the embedded node: file log, Disk Views, Memory and Index Views, HTTP and gRPC.
     Serve(serve::Args),
+    /// A cluster on one machine: NATS servers, Disk View servers and API processes, each
+    /// in its own network namespace (or on loopback): up, down, status, kill, start.
+    Cluster(cluster::Args),
     /// Board a carousel of a running node and report the time and MiB/s of one revolution.
     Ride(ride::Args),
     /// Bulk-load JSON-lines writes into a new data directory, offline (then `serve` it).
@@ -123,6 +127,7 @@ fn main() -> ExitCode {
         },
         Command::Inspect { dir, json } => inspect::run(&dir, json),
         Command::Serve(args) => serve::run(&args),
+        Command::Cluster(args) => cluster::run(&args),
         Command::Ride(args) => ride::run(&args),
         Command::Import(args) => import::run(&args),
         Command::Load(args) => load::load(&args),

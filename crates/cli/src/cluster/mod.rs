@@ -1,0 +1,507 @@
+//! `spindle cluster`: a whole cluster on one machine — NATS servers, Disk View servers and
+//! API processes, each in its own network namespace on a bridge (or all on 127.0.0.1 with
+//! `--loopback`) — started, shown, stopped, and single members killed and started again,
+//! from any shell: everything needed is in the directory's state file.
+//!
+//! Fault model: `up` may fail or be killed at any point; the state file is written before
+//! anything is created and after each process starts, so `down` finds and removes all of it.
+
+mod netns;
+mod plan;
+mod proc;
+mod report;
+mod state;
+
+use std::io::Read as _;
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _};
+
+use plan::{Placement, Programs, Shape};
+use report::Prober;
+use state::{Cluster, Member, Network, Phase, TOKEN_FILE};
+
+/// How long a member may take to answer after it starts. A Spindle process waits up to a
+/// minute for the stream and 30 s for the appender lease of a killed predecessor.
+const READY_WAIT: Duration = Duration::from_secs(120);
+/// How long Spindle processes get to stop after SIGTERM (their own shutdown bound is 30 s).
+const SPINDLE_STOP_WAIT: Duration = Duration::from_secs(40);
+/// How long NATS servers get to stop after SIGTERM.
+const NATS_STOP_WAIT: Duration = Duration::from_secs(20);
+/// How long a process may take to disappear after SIGKILL.
+const KILL_WAIT: Duration = Duration::from_secs(10);
+/// How often `up` and `start` ask the members again.
+const READY_POLL: Duration = Duration::from_millis(200);
+/// Lines of a failed member's log shown with the error.
+const LOG_TAIL_LINES: usize = 20;
+/// The nats-server version scripts/nats.sh installs.
+const NATS_SERVER_VERSION: &str = "2.15.1";
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Start NATS servers, Disk View servers (partitions × replicas) and API processes in a
+    /// new directory, wait until every one answers, print them and the API URL.
+    Up(UpArgs),
+    /// Stop every Spindle process (SIGTERM), then the NATS servers; remove the namespaces,
+    /// veths and bridge. Idempotent; cleans up after a failed or interrupted `up` too.
+    Down(DirArgs),
+    /// Every member with its role, partition, addresses, pid, alive or dead, applied index.
+    Status(StatusArgs),
+    /// SIGKILL one member (a NATS server or a Spindle process).
+    Kill(MemberArgs),
+    /// Start one member again with the same data, configuration and addresses.
+    Start(MemberArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct UpArgs {
+    /// The cluster's directory: new or empty; every member's data, config and log go here.
+    #[arg(long)]
+    dir: PathBuf,
+    /// NATS servers (odd: 1, 3, 5 or 7). The stream has min(3, this) replicas.
+    #[arg(long, default_value_t = 3)]
+    nats: usize,
+    /// Partitions of the hash space (each held by --replicas Disk View servers).
+    #[arg(long, default_value_t = 4)]
+    partitions: u64,
+    /// Disk View servers per partition.
+    #[arg(long, default_value_t = 2)]
+    replicas: usize,
+    /// API processes (the URLs to use).
+    #[arg(long, default_value_t = 1)]
+    api: usize,
+    /// Run every member on 127.0.0.1 with distinct ports instead of in network namespaces
+    /// (no root needed).
+    #[arg(long)]
+    loopback: bool,
+    /// The private /24 of the namespaces' bridge (.1 is this host's, members from .2).
+    #[arg(long, default_value = "10.77.0.0/24")]
+    subnet: String,
+    /// The JetStream stream holding the log.
+    #[arg(long, default_value = "SPINDLE")]
+    stream: String,
+    /// The nats-server binary (default: where scripts/nats.sh installs it).
+    #[arg(long, env = "SPINDLE_NATS_SERVER")]
+    nats_server: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct DirArgs {
+    /// The cluster's directory (as given to `up`).
+    #[arg(long)]
+    dir: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct StatusArgs {
+    /// The cluster's directory (as given to `up`).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct MemberArgs {
+    /// The cluster's directory (as given to `up`).
+    #[arg(long)]
+    dir: PathBuf,
+    /// The member's name, as `status` lists it (nats-0, dv-1-r0, api-0, …).
+    name: String,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    match &args.command {
+        Sub::Up(a) => up(a),
+        Sub::Down(a) => down(&a.dir),
+        Sub::Status(a) => status(&a.dir, a.json),
+        Sub::Kill(a) => kill(&a.dir, &a.name),
+        Sub::Start(a) => start(&a.dir, &a.name),
+    }
+}
+
+fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
+    if !cfg!(feature = "jetstream") {
+        bail!(
+            "this spindle was built without the `jetstream` feature, which the cluster's log needs"
+        );
+    }
+    let shape = Shape {
+        nats: a.nats,
+        partitions: a.partitions,
+        replicas: a.replicas,
+        api: a.api,
+        stream: a.stream.clone(),
+    };
+    plan::check(&shape).map_err(|e| anyhow!(e))?;
+    let subnet = if a.loopback {
+        None
+    } else {
+        Some(plan::parse_subnet(&a.subnet).map_err(|e| anyhow!(e))?)
+    };
+    let programs = Programs {
+        spindle: std::env::current_exe().context("finding the spindle binary")?,
+        nats_server: nats_server_bin(a.nats_server.as_deref())?,
+    };
+    let dir = prepare_dir(&a.dir)?;
+    let placement = match subnet {
+        None => Placement::Loopback {
+            ports: free_ports(plan::ports_needed(&shape))?,
+        },
+        Some(subnet) => {
+            let tag = plan::tag_of(&dir);
+            netns::check_free(&format!("spb{tag}"), subnet)?;
+            Placement::Namespaces { subnet, tag }
+        }
+    };
+    let _lock = state::lock(&dir)?;
+    if state::load(&dir)?.is_some() {
+        bail!("another `spindle cluster up` took {} first", dir.display());
+    }
+    let (mut cluster, files) = plan::plan(&dir, &shape, &placement, &programs);
+    let token = write_token(&dir)?;
+    for f in &files {
+        if let Some(parent) = f.path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&f.path, &f.text)
+            .with_context(|| format!("writing {}", f.path.display()))?;
+    }
+    cluster.save()?;
+    match start_all(&mut cluster, &token) {
+        Ok(prober) => {
+            cluster.phase = Phase::Up;
+            cluster.save()?;
+            let rows = report::rows(&cluster, &prober);
+            report::print_table(&cluster, &rows);
+            report::print_usage(&cluster);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("cluster up failed; stopping what it started");
+            if let Err(stop_error) = stop(&cluster) {
+                eprintln!(
+                    "stopping: {stop_error:#}; run `spindle cluster down --dir {}`",
+                    dir.display()
+                );
+            }
+            cluster.phase = Phase::Failed;
+            cluster.save()?;
+            Err(e.context(format!(
+                "the cluster in {} did not start (logs and data are kept there; `up` again needs a new or empty --dir)",
+                dir.display()
+            )))
+        }
+    }
+}
+
+/// Create the network, start the NATS servers and wait for them, then every Spindle
+/// process, and wait for those.
+fn start_all(cluster: &mut Cluster, token: &str) -> anyhow::Result<Prober> {
+    if let Network::Namespaces { bridge, gateway } = cluster.network.clone() {
+        eprintln!(
+            "creating the bridge {bridge} ({gateway}/24) and {} network namespaces",
+            cluster.members.len()
+        );
+        netns::create_bridge(&bridge, gateway)?;
+        for m in &cluster.members {
+            netns::create_member(m, &bridge)
+                .with_context(|| format!("creating the network namespace of {}", m.name))?;
+        }
+    }
+    let prober = Prober::new(Some(token.to_owned()))?;
+    // NATS first; then the API processes, which create the stream and the catalog bucket;
+    // then the Disk View servers. (A Disk View server started with the first process on a
+    // fresh stream can find the catalog bucket created but not yet accepting its entry, and
+    // exits: "no stream found for given subject".)
+    let names = |pick: &dyn Fn(&Member) -> bool| -> Vec<String> {
+        cluster
+            .members
+            .iter()
+            .filter(|m| pick(m))
+            .map(|m| m.name.clone())
+            .collect()
+    };
+    let nats = names(&|m| m.is_nats());
+    let api = names(&|m| !m.is_nats() && m.partition.is_none());
+    let disk_views = names(&|m| m.partition.is_some());
+    for group in [nats, api, disk_views] {
+        eprintln!("starting {}", group.join(", "));
+        for name in &group {
+            spawn_member(cluster, name, token)?;
+        }
+        wait_ready(cluster, &group, &prober)?;
+    }
+    Ok(prober)
+}
+
+/// Start one member and record its process.
+fn spawn_member(cluster: &mut Cluster, name: &str, token: &str) -> anyhow::Result<()> {
+    let m = cluster.member(name)?.clone();
+    let env: &[(&str, &str)] = if m.is_nats() {
+        &[]
+    } else {
+        &[("SPINDLE_TOKEN", token)]
+    };
+    let (pid, ticks) = proc::spawn(&m, env)?;
+    let m = cluster.member_mut(name).expect("the member exists");
+    m.pid = Some(pid);
+    m.start_ticks = Some(ticks);
+    cluster.save()
+}
+
+/// Wait until every named member answers; an error names the first that exited or did not
+/// answer in time, with the end of its log.
+fn wait_ready(cluster: &Cluster, names: &[String], prober: &Prober) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut pending: Vec<&Member> = names
+        .iter()
+        .map(|n| cluster.member(n))
+        .collect::<anyhow::Result<_>>()?;
+    loop {
+        if let Some(dead) = pending.iter().find(|m| !proc::alive(m)) {
+            return Err(member_failed(dead, "exited before it answered"));
+        }
+        pending.retain(|m| !prober.ready(m));
+        let Some(first) = pending.first() else {
+            return Ok(());
+        };
+        if started.elapsed() > READY_WAIT {
+            return Err(member_failed(
+                first,
+                &format!("did not answer within {READY_WAIT:?}"),
+            ));
+        }
+        std::thread::sleep(READY_POLL);
+    }
+}
+
+fn member_failed(m: &Member, why: &str) -> anyhow::Error {
+    anyhow!(
+        "member {} ({}) {why}; the end of {}:\n{}",
+        m.name,
+        m.role,
+        m.log.display(),
+        proc::log_tail(&m.log, LOG_TAIL_LINES)
+    )
+}
+
+/// SIGTERM every Spindle process and wait, then the NATS servers; SIGKILL what does not
+/// stop; then remove the network. Returns what it stopped and removed.
+fn stop(cluster: &Cluster) -> anyhow::Result<Vec<String>> {
+    let mut done = Vec::new();
+    let (nats, spindle): (Vec<&Member>, Vec<&Member>) =
+        cluster.members.iter().partition(|m| m.is_nats());
+    for (group, wait) in [(spindle, SPINDLE_STOP_WAIT), (nats, NATS_STOP_WAIT)] {
+        for m in &group {
+            if proc::signal(m, "TERM")? {
+                done.push(format!("{} (pid {})", m.name, m.pid.unwrap_or(0)));
+            }
+        }
+        let stubborn = proc::wait_gone(&group, wait);
+        for name in &stubborn {
+            eprintln!("{name} did not stop within {wait:?} of SIGTERM: sending SIGKILL");
+            proc::signal(cluster.member(name)?, "KILL")?;
+        }
+        let left = proc::wait_gone(&group, KILL_WAIT);
+        if !left.is_empty() {
+            bail!("still running after SIGKILL: {}", left.join(", "));
+        }
+    }
+    if let Network::Namespaces { bridge, .. } = &cluster.network {
+        done.extend(netns::remove(bridge, &cluster.members)?);
+    }
+    Ok(done)
+}
+
+fn down(dir: &Path) -> anyhow::Result<ExitCode> {
+    state::load_existing(dir)?;
+    let _lock = state::lock(dir)?;
+    let mut cluster = state::load_existing(dir)?;
+    let done = stop(&cluster)?;
+    cluster.phase = Phase::Down;
+    cluster.save()?;
+    if done.is_empty() {
+        println!("nothing was running in {}", cluster.dir.display());
+    } else {
+        println!("stopped and removed: {}", done.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let cluster = state::load_existing(dir)?;
+    let prober = Prober::new(report::read_token(&cluster))?;
+    let rows = report::rows(&cluster, &prober);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report::json(&cluster, &rows))?
+        );
+    } else {
+        println!("cluster in {} ({:?})", cluster.dir.display(), cluster.phase);
+        report::print_table(&cluster, &rows);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn kill(dir: &Path, name: &str) -> anyhow::Result<ExitCode> {
+    let cluster = state::load_existing(dir)?;
+    let m = cluster.member(name)?;
+    if !proc::signal(m, "KILL")? {
+        bail!("{name} is not running");
+    }
+    let left = proc::wait_gone(&[m], KILL_WAIT);
+    if !left.is_empty() {
+        bail!("{name} (pid {:?}) still runs after SIGKILL", m.pid);
+    }
+    println!("killed {name} (pid {})", m.pid.unwrap_or(0));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn start(dir: &Path, name: &str) -> anyhow::Result<ExitCode> {
+    state::load_existing(dir)?;
+    let lock = state::lock(dir)?;
+    let mut cluster = state::load_existing(dir)?;
+    match cluster.phase {
+        Phase::Up => {}
+        Phase::Down => bail!(
+            "the cluster in {} was stopped with `down`; `start` restarts single members of a running cluster",
+            cluster.dir.display()
+        ),
+        Phase::Starting | Phase::Failed => bail!(
+            "`up` did not finish in {}; stop it with `spindle cluster down --dir {}`",
+            cluster.dir.display(),
+            dir.display()
+        ),
+    }
+    let m = cluster.member(name)?;
+    if proc::alive(m) {
+        bail!("{name} is running already (pid {})", m.pid.unwrap_or(0));
+    }
+    if let Some(ns) = &m.netns {
+        anyhow::ensure!(
+            Path::new("/run/netns").join(ns).exists(),
+            "the network namespace {ns} of {name} is gone"
+        );
+    }
+    let token = report::read_token(&cluster)
+        .ok_or_else(|| anyhow!("{} is missing", cluster.dir.join(TOKEN_FILE).display()))?;
+    spawn_member(&mut cluster, name, &token)?;
+    drop(lock);
+    let prober = Prober::new(Some(token))?;
+    wait_ready(&cluster, &[name.to_owned()], &prober)?;
+    let rows = report::rows(&cluster, &prober);
+    let rows: Vec<_> = rows.into_iter().filter(|r| r.member.name == name).collect();
+    report::print_table(&cluster, &rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Refuse a directory with a cluster or anything else in it; create it; its absolute path.
+fn prepare_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    if let Some(c) = state::load(dir)? {
+        let alive: Vec<&str> = c
+            .members
+            .iter()
+            .filter(|m| proc::alive(m))
+            .map(|m| m.name.as_str())
+            .collect();
+        if !alive.is_empty() {
+            bail!(
+                "a cluster is running in {} already ({} of its {} members alive); see it with \
+                 `spindle cluster status --dir {0}`, stop it with `spindle cluster down --dir {0}`",
+                dir.display(),
+                alive.len(),
+                c.members.len()
+            );
+        }
+        bail!(
+            "{} holds a cluster that is not running ({:?}); `up` needs a new or empty \
+             directory: remove it or choose another --dir",
+            dir.display(),
+            c.phase
+        );
+    }
+    if dir.exists() {
+        let mut entries = std::fs::read_dir(dir)
+            .with_context(|| format!("--dir {} is not a directory", dir.display()))?;
+        if entries.next().is_some() {
+            bail!(
+                "{} is not empty; `up` needs a new or empty directory",
+                dir.display()
+            );
+        }
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(std::fs::canonicalize(dir)?)
+}
+
+/// A new random bearer token (128 bits, hex), written to DIR/token with mode 0600.
+fn write_token(dir: &Path) -> anyhow::Result<String> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("reading /dev/urandom")?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let path = dir.join(TOKEN_FILE);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    writeln!(f, "{token}")?;
+    Ok(token)
+}
+
+/// `n` distinct ports free on 127.0.0.1 now (all held at once, then released).
+fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("finding free ports on 127.0.0.1")?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect()
+}
+
+/// The nats-server to run: the flag or SPINDLE_NATS_SERVER, else where scripts/nats.sh
+/// installs it.
+fn nats_server_bin(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given {
+        anyhow::ensure!(
+            p.is_file(),
+            "nats-server {} (--nats-server or SPINDLE_NATS_SERVER) does not exist; \
+             scripts/nats.sh installs nats-server {NATS_SERVER_VERSION} and prints its path",
+            p.display()
+        );
+        return Ok(p.to_owned());
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .ok_or_else(|| anyhow!("neither HOME nor XDG_CACHE_HOME is set"))?;
+    let p = cache
+        .join("spindle")
+        .join(format!("nats-server-{NATS_SERVER_VERSION}"))
+        .join("bin/nats-server");
+    anyhow::ensure!(
+        p.is_file(),
+        "nats-server is not installed at {}: run scripts/nats.sh (it installs nats-server \
+         {NATS_SERVER_VERSION} there), or give its path with --nats-server or SPINDLE_NATS_SERVER",
+        p.display()
+    );
+    Ok(p)
+}
