@@ -755,7 +755,16 @@ async fn forwarded(
     if node.config.role != crate::config::Role::Api {
         return None;
     }
-    let views = crate::remote::remote_views(&node.catalog.others());
+    // A Disk View server that has just started may not be in the catalog yet (it is read
+    // every third of its ttl): wait for one, as long as the read may wait.
+    let asked = std::time::Instant::now();
+    let views = loop {
+        let views = crate::remote::remote_views(&node.catalog.others());
+        if !crate::remote::read_replicas(&views, key.hash()).is_empty() || asked.elapsed() >= wait {
+            break views;
+        }
+        tokio::time::sleep(Duration::from_millis(crate::remote::CATALOG_POLL_MS)).await;
+    };
     let replicas = crate::remote::read_replicas(&views, key.hash());
     let target = uri
         .path_and_query()

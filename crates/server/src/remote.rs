@@ -24,6 +24,8 @@ use crate::proto;
 pub const REMOTE_MESSAGE_WAIT_MS_MAX: u64 = 30_000;
 /// Longest wait to connect to a member.
 pub const REMOTE_CONNECT_MS_MAX: u64 = 2_000;
+/// How often a read with no replica in the catalog looks again while it may wait.
+pub const CATALOG_POLL_MS: u64 = 100;
 /// Time a forwarded read may take beyond the wait it asks for.
 pub const FORWARD_SLACK_MS: u64 = 5_000;
 

@@ -243,7 +243,61 @@ fn start_all(cluster: &mut Cluster, token: &str) -> anyhow::Result<Prober> {
         }
         wait_ready(cluster, &group, &prober)?;
     }
+    wait_catalog(cluster, &prober)?;
     Ok(prober)
+}
+
+/// Wait until every API process sees every Spindle member in the stream's catalog (it
+/// reads the catalog every third of its ttl): before that it could not route a read.
+fn wait_catalog(cluster: &Cluster, prober: &Prober) -> anyhow::Result<()> {
+    let spindle: Vec<&str> = cluster
+        .members
+        .iter()
+        .filter(|m| !m.is_nats())
+        .map(|m| m.name.as_str())
+        .collect();
+    let started = Instant::now();
+    for api in cluster
+        .members
+        .iter()
+        .filter(|m| !m.is_nats() && m.partition.is_none())
+    {
+        loop {
+            let seen: Vec<String> = prober
+                .spindle_status(api)
+                .ok()
+                .and_then(|s| {
+                    s["cluster"]["catalog"].as_array().map(|c| {
+                        c.iter()
+                            .filter_map(|m| m["name"].as_str().map(str::to_owned))
+                            .collect()
+                    })
+                })
+                .unwrap_or_default();
+            let missing: Vec<&str> = spindle
+                .iter()
+                .copied()
+                .filter(|n| !seen.iter().any(|s| s == n))
+                .collect();
+            if missing.is_empty() {
+                break;
+            }
+            if !proc::alive(api) {
+                return Err(member_failed(api, "exited while the catalog filled"));
+            }
+            if started.elapsed() > READY_WAIT {
+                return Err(member_failed(
+                    api,
+                    &format!(
+                        "did not see {} in the catalog within {READY_WAIT:?}",
+                        missing.join(", ")
+                    ),
+                ));
+            }
+            std::thread::sleep(READY_POLL);
+        }
+    }
+    Ok(())
 }
 
 /// Start one member and record its process.

@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 
 use super::state::{Cluster, Member, Network, Phase, Ports, STATE_FORMAT};
 
-/// The `--role` the API processes run with. The api role (appends, reads routed to the Disk
-/// View servers) is not built yet, so they run as `node`: the embedded node, which appends
-/// and serves every partition from its own views. Change this one constant when it lands.
-pub const API_ROLE: &str = "node";
+/// The `--role` the API processes run with: `api` appends to the stream, forwards item
+/// reads to the Disk View servers and boots its Memory and Index Views from them.
+pub const API_ROLE: &str = "api";
 /// Whether an API process keeps Disk Views of its own, which then count as replicas for
-/// truncation (a `node` does).
-pub const API_HAS_DISK_VIEWS: bool = true;
-/// Only one `node` can append to a stream (it holds the appender lease).
-pub const API_PROCESSES_MAX: usize = if API_HAS_DISK_VIEWS { 1 } else { 16 };
+/// truncation (an `api` server does not; a `node` would).
+pub const API_HAS_DISK_VIEWS: bool = false;
+/// One process appends to a stream (it holds the appender lease); a second would only wait
+/// for the lease, so `up` starts one.
+pub const API_PROCESSES_MAX: usize = 1;
 /// The largest NATS cluster `up` starts (an odd number: see `check`).
 pub const NATS_SERVERS_MAX: usize = 7;
 /// JetStream streams have at most three replicas.
@@ -93,8 +93,8 @@ pub fn check(shape: &Shape) -> Result<(), String> {
     }
     if shape.api > API_PROCESSES_MAX {
         return Err(format!(
-            "--api {}: API processes run with --role {API_ROLE} for now, and only one \
-             {API_ROLE} can append to a stream; use --api {API_PROCESSES_MAX}",
+            "--api {}: one process appends to a stream (it holds the appender lease); \
+             use --api {API_PROCESSES_MAX}",
             shape.api
         ));
     }
@@ -384,9 +384,7 @@ mod tests {
             let e = check(&s).unwrap_err();
             assert!(e.contains(needle), "{s:?}: {e}");
         }
-        if API_HAS_DISK_VIEWS {
-            assert!(check(&shape(3, 4, 2, 2)).unwrap_err().contains("--api 2"));
-        }
+        assert!(check(&shape(3, 4, 2, 2)).unwrap_err().contains("--api 2"));
         let mut s = shape(3, 4, 2, 1);
         s.stream = "a.b".into();
         assert!(check(&s).is_err());

@@ -154,14 +154,23 @@ impl JetStreamLog {
         .map_err(|e| refuse(format!("opening the catalog bucket: {e}")))?;
         let key = key.to_owned();
         let entry: Arc<dyn Fn() -> Vec<u8> + Send + Sync> = Arc::new(entry);
-        // The first put, before returning: a caller sees itself registered.
+        // The first put, before returning: a caller sees itself registered. A bucket that
+        // another process has just created may not take puts yet ("no stream found for
+        // given subject" while its stream is placed): retried for the same wait.
         futures::executor::block_on(self.handle.spawn({
             let (store, key, entry) = (store.clone(), key.clone(), entry.clone());
             async move {
-                store
-                    .put(&key, entry().into())
-                    .await
-                    .map_err(|e| e.to_string())
+                let asked = Instant::now();
+                loop {
+                    match store.put(&key, entry().into()).await {
+                        Ok(_) => return Ok(()),
+                        Err(e) if asked.elapsed() < wait => {
+                            tracing::debug!(error = %e, "first catalog put failed; retrying");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        Err(e) => return Err(e.to_string()),
+                    }
+                }
             }
         }))
         .map_err(|e| refuse(format!("catalog task: {e}")))?

@@ -22,6 +22,9 @@ use crate::error::ReadError;
 /// How often a read asks again when the replica that answered lags the durable index.
 const STALE_RETRIES_MAX: u32 = 200;
 const STALE_RETRY_PAUSE: Duration = Duration::from_millis(5);
+/// How often a reader asks the stream's leader for its last sequence, besides watching
+/// commits as they come.
+const DURABLE_POLL: Duration = Duration::from_millis(500);
 /// How long one direct get waits for its whole answer.
 const DIRECT_GET_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -238,6 +241,26 @@ pub(crate) fn ensure_watcher(shared: &Arc<Shared>, handle: &tokio::runtime::Hand
         }
         *started = true;
     }
+    // The consumer can stall for a long while when the server it lives on dies (it is
+    // recreated only after missed heartbeats); the stream's state, asked of its leader
+    // every `DURABLE_POLL`, moves the durable index meanwhile.
+    handle.spawn({
+        let shared = shared.clone();
+        async move {
+            loop {
+                tokio::time::sleep(DURABLE_POLL).await;
+                if let Ok(stream) = shared.js.get_stream(&shared.config.stream).await {
+                    let last = stream.cached_info().state.last_sequence;
+                    // The leader stores a committed batch message by message: only a
+                    // record that ends a transaction is a durable index.
+                    if last > shared.durable_index().get() && ends_transaction(&shared, last).await
+                    {
+                        shared.advance_durable(Index::new(last));
+                    }
+                }
+            }
+        }
+    });
     let shared = shared.clone();
     handle.spawn(async move {
         loop {
@@ -249,6 +272,18 @@ pub(crate) fn ensure_watcher(shared: &Arc<Shared>, handle: &tokio::runtime::Hand
     });
 }
 
+/// Whether the stored record at `seq` is the last of its transaction (false when no
+/// replica answered with it).
+async fn ends_transaction(shared: &Shared, seq: u64) -> bool {
+    let Ok(got) = fetch(shared, seq, 1).await else {
+        return false;
+    };
+    got.first()
+        .filter(|m| m.seq == seq)
+        .and_then(|m| decode_payload(Index::new(seq), &m.payload).ok())
+        .is_some_and(|r| r.commit)
+}
+
 async fn watch(shared: &Shared) -> Result<(), String> {
     let stream = shared
         .js
@@ -256,8 +291,12 @@ async fn watch(shared: &Shared) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let last = stream.cached_info().state.last_sequence;
-    // What the stream holds now is committed (batches become visible whole).
-    shared.advance_durable(Index::new(last));
+    // What the stream holds now is committed; its last record is a durable index if it
+    // ends a transaction (a batch being stored shows part of itself; its end comes through
+    // the consumer below).
+    if last > shared.durable_index().get() && ends_transaction(shared, last).await {
+        shared.advance_durable(Index::new(last));
+    }
     let consumer = stream
         .create_consumer(OrderedConfig {
             deliver_policy: DeliverPolicy::ByStartSequence {
