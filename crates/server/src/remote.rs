@@ -290,7 +290,9 @@ impl FrameBatches for RemoteBatches {
 }
 
 /// Forward a read (`path_and_query` of this node's HTTP API) to the replicas in turn;
-/// the first that answers other than `421` wins. `None` when none could be reached.
+/// the first that answers other than `421` (does not hold it) or `503` (its views stopped
+/// following the log) wins; when every one answered `503`, the last such answer is given.
+/// An error says what each replica did when none could answer.
 pub async fn forward(
     replicas: &[&RemoteView],
     path_and_query: &str,
@@ -298,6 +300,7 @@ pub async fn forward(
     wait: Duration,
 ) -> Result<(StatusCode, Bytes), String> {
     let mut tried = Vec::new();
+    let mut unavailable = None;
     for r in replicas {
         let client = HttpClient::new(&r.http, token.clone());
         let limit = wait + Duration::from_millis(FORWARD_SLACK_MS);
@@ -305,10 +308,21 @@ pub async fn forward(
             Ok(Ok((status, _))) if status == StatusCode::MISDIRECTED_REQUEST => {
                 tried.push(format!("{} no longer holds it", r.name()));
             }
+            Ok(Ok((status, body))) if status == StatusCode::SERVICE_UNAVAILABLE => {
+                tried.push(format!(
+                    "{}: {}",
+                    r.name(),
+                    String::from_utf8_lossy(&body[..body.len().min(200)])
+                ));
+                unavailable = Some((status, body));
+            }
             Ok(Ok((status, body))) => return Ok((status, body)),
             Ok(Err(e)) => tried.push(format!("{}: {e:#}", r.name())),
             Err(_) => tried.push(format!("{}: no answer within {limit:?}", r.name())),
         }
+    }
+    if let Some(answer) = unavailable {
+        return Ok(answer);
     }
     Err(if tried.is_empty() {
         "no live Disk View server in the catalog holds it".to_owned()
