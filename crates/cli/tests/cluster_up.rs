@@ -6,7 +6,9 @@
 //! server killed and started again answers, and writes go on meanwhile; `down`
 //! leaves none of the recorded processes running (and, in namespaces, no namespace, veth or
 //! bridge). Once on loopback, once in network namespaces (skipped, saying why, when not root
-//! or `ip netns` does not work).
+//! or `ip netns` does not work); in namespaces a Disk View server is also cut off by a
+//! network partition (its link taken down): reads through the API go to the other replica,
+//! and healed it catches up.
 
 #![cfg(feature = "jetstream")]
 
@@ -231,6 +233,10 @@ fn scenario(root: &Path, network: &[&str]) -> Value {
     let m = member(&s, "nats-2");
     assert!(m["alive"] == true && m["answering"] == true, "{m}");
 
+    if network != ["--loopback"] {
+        partition_one_replica(&rt, &dir, &api, p);
+    }
+
     // Down: every process it ever recorded is gone.
     let state: Value = serde_json::from_str(
         &std::fs::read_to_string(Path::new(&dir).join("cluster.json")).unwrap(),
@@ -244,6 +250,53 @@ fn scenario(root: &Path, network: &[&str]) -> Value {
     let again = ok(&["cluster", "down", "--dir", &dir]);
     assert!(again.contains("nothing was running"), "{again}");
     state
+}
+
+/// A network partition of one Disk View server of partition `p` (its link to the bridge
+/// taken down): writes into its partition go on, reads through the API are answered by the
+/// other replica; healed, it catches up with what it missed and serves it.
+fn partition_one_replica(rt: &tokio::runtime::Runtime, dir: &str, api: &HttpClient, p: u64) {
+    let victim = format!("dv-{p}-r0");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(dir).join("cluster.json")).unwrap(),
+    )
+    .unwrap();
+    let veth = member(&state, &victim)["veth"].as_str().unwrap().to_owned();
+    let ip = |state: &str| {
+        let out = Command::new("ip")
+            .args(["link", "set", &veth, state])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ip link set {veth} {state}: {out:?}");
+    };
+    ip("down");
+    let mut during = Vec::new();
+    for i in 200..240u64 {
+        let id = format!("p{i}");
+        let index = write(rt, api, &id, i);
+        if partition_of(&id) == p {
+            during.push((id, i, index));
+        }
+    }
+    let (_, _, last) = *during.last().expect("a write in its partition");
+    for (id, i, index) in &during {
+        let answer = read(rt, api, id, *index);
+        assert_eq!(answer["value"]["i"], *i, "{answer}");
+    }
+    ip("up");
+    let started = Instant::now();
+    loop {
+        let s = status(dir);
+        let m = member(&s, &victim);
+        if m["applied_index"].as_u64() >= Some(last) {
+            break;
+        }
+        assert!(
+            started.elapsed() < CATCH_UP_WAIT,
+            "{victim} did not reach {last} after the partition healed: {m}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]

@@ -21,6 +21,15 @@ pub struct CatalogSlot {
     registration: Mutex<Option<(String, ())>>,
 }
 
+/// Another member of the catalog, as `CatalogSlot::others` gives it.
+#[derive(Clone, Debug)]
+pub struct Other {
+    pub name: String,
+    /// Its entry missed a renewal.
+    pub stale: bool,
+    pub entry: serde_json::Value,
+}
+
 /// One member of the catalog in `status.cluster.catalog`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct MemberStatus {
@@ -181,18 +190,27 @@ impl CatalogSlot {
     }
 
     /// The other members of the catalog at its last read, each with its entry (as JSON;
-    /// entries that are not JSON are left out). Empty before the node has registered.
-    pub fn others(&self) -> Vec<(String, serde_json::Value)> {
+    /// entries that are not JSON are left out) and whether it is stale: older than half
+    /// the ttl, so it missed a renewal (a member that died or is cut off by a network
+    /// partition, until its entry ages out). Empty before the node has registered.
+    pub fn others(&self) -> Vec<Other> {
         #[cfg(feature = "jetstream")]
         {
             let slot = self.registration.lock();
             let Some((name, r)) = slot.as_ref() else {
                 return Vec::new();
             };
+            let stale_after = r.ttl() / 2;
             r.members()
                 .into_iter()
                 .filter(|m| &m.key != name)
-                .filter_map(|m| Some((m.key, serde_json::from_slice(&m.value).ok()?)))
+                .filter_map(|m| {
+                    Some(Other {
+                        entry: serde_json::from_slice(&m.value).ok()?,
+                        stale: m.age > stale_after,
+                        name: m.key,
+                    })
+                })
                 .collect()
         }
         #[cfg(not(feature = "jetstream"))]

@@ -29,6 +29,10 @@ fn base_url(server: &str) -> String {
     }
 }
 
+/// Longest wait for a TCP connection to a node (an unreachable host, e.g. behind a network
+/// partition, fails after it instead of hanging).
+pub const HTTP_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// An HTTP/JSON client of one node.
 #[derive(Clone, Debug)]
 pub struct HttpClient {
@@ -42,7 +46,11 @@ impl HttpClient {
         HttpClient {
             base: base_url(server),
             token,
-            client: hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build_http(),
+            client: {
+                let mut connector = HttpConnector::new();
+                connector.set_connect_timeout(Some(HTTP_CONNECT_TIMEOUT));
+                hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector)
+            },
         }
     }
 

@@ -864,7 +864,9 @@ impl Node {
             if *self.stop.borrow() {
                 return None;
             }
-            let views = crate::remote::remote_views(&self.catalog.others());
+            // Members whose entries missed a renewal are not chosen to boot from.
+            let mut views = crate::remote::remote_views(&self.catalog.others());
+            views.retain(|v| !v.stale);
             match select(&crate::remote::selection_catalog(&views), request) {
                 Ok(plan) => break (plan, views),
                 Err(e) => {

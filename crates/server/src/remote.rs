@@ -40,6 +40,8 @@ pub struct RemoteView {
     pub applied: Index,
     pub http: String,
     pub grpc: String,
+    /// Its member's catalog entry missed a renewal (dead or cut off, not yet aged out).
+    pub stale: bool,
 }
 
 impl RemoteView {
@@ -51,9 +53,10 @@ impl RemoteView {
 
 /// The Disk Views of the members of a catalog entry list (`CatalogSlot::others`), skipping
 /// entries that are not JSON or not Disk Views.
-pub fn remote_views(members: &[(String, serde_json::Value)]) -> Vec<RemoteView> {
+pub fn remote_views(members: &[crate::catalog::Other]) -> Vec<RemoteView> {
     let mut out = Vec::new();
-    for (member, entry) in members {
+    for m in members {
+        let (member, entry) = (&m.name, &m.entry);
         let (Some(http), Some(grpc)) = (entry["http"].as_str(), entry["grpc"].as_str()) else {
             continue;
         };
@@ -79,6 +82,7 @@ pub fn remote_views(members: &[(String, serde_json::Value)]) -> Vec<RemoteView> 
                 applied: Index::new(applied),
                 http: http.to_owned(),
                 grpc: grpc.to_owned(),
+                stale: m.stale,
             });
         }
     }
@@ -98,10 +102,16 @@ pub fn selection_catalog(views: &[RemoteView]) -> Vec<CatalogEntry> {
         .collect()
 }
 
-/// The replicas that may serve a read of an item hashing to `hash`: freshest first.
+/// The replicas that may serve a read of an item hashing to `hash`: those whose entries
+/// are renewed first, then the stale ones (a last resort); the freshest first in each.
 pub fn read_replicas(views: &[RemoteView], hash: u32) -> Vec<&RemoteView> {
     let mut out: Vec<&RemoteView> = views.iter().filter(|v| v.range.contains(hash)).collect();
-    out.sort_by(|a, b| b.applied.cmp(&a.applied).then(a.name().cmp(&b.name())));
+    out.sort_by(|a, b| {
+        a.stale
+            .cmp(&b.stale)
+            .then(b.applied.cmp(&a.applied))
+            .then(a.name().cmp(&b.name()))
+    });
     out
 }
 
@@ -334,6 +344,7 @@ pub async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::Other;
     use serde_json::json;
 
     fn entry(http: &str, views: serde_json::Value) -> serde_json::Value {
@@ -344,17 +355,24 @@ mod tests {
     #[test]
     fn replicas_of_a_hash_come_freshest_first() {
         let half = 1u64 << 31;
-        let members = vec![
-            (
-                "a".to_owned(),
+        let other = |name: &str, stale: bool, entry: serde_json::Value| Other {
+            name: name.to_owned(),
+            stale,
+            entry,
+        };
+        let mut members = vec![
+            other(
+                "a",
+                false,
                 entry(
                     "h1",
                     json!([{"id": "disk-0", "kind": "disk", "range": [0, half],
                             "applied_index": 5, "persisted_index": 5}]),
                 ),
             ),
-            (
-                "b".to_owned(),
+            other(
+                "b",
+                false,
                 entry(
                     "h2",
                     json!([{"id": "disk-0", "kind": "disk", "range": [0, half],
@@ -363,7 +381,7 @@ mod tests {
                             "applied_index": 7}]),
                 ),
             ),
-            ("c".to_owned(), json!("not an entry")),
+            other("c", false, json!("not an entry")),
         ];
         let views = remote_views(&members);
         assert_eq!(
@@ -373,6 +391,11 @@ mod tests {
         );
         let names: Vec<String> = read_replicas(&views, 1).iter().map(|v| v.name()).collect();
         assert_eq!(names, ["b/disk-0", "a/disk-0"]);
+        // A member that missed its renewal goes last, however fresh its view.
+        members[1].stale = true;
+        let stale = remote_views(&members);
+        let names: Vec<String> = read_replicas(&stale, 1).iter().map(|v| v.name()).collect();
+        assert_eq!(names, ["a/disk-0", "b/disk-0"]);
         assert!(read_replicas(&views, half as u32).is_empty());
     }
 }

@@ -44,12 +44,18 @@ struct Seen {
 /// This process's registration. Renewed until dropped; dropping deletes the entry.
 #[derive(Debug)]
 pub struct Registration {
+    ttl: Duration,
     seen: Arc<Mutex<Seen>>,
     stop: watch::Sender<bool>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Registration {
+    /// The ttl it registered with (entries are renewed every third of it).
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// Every member (this one too) as of the last read, sorted by key.
     pub fn members(&self) -> Vec<Member> {
         self.seen.lock().members.clone()
@@ -208,6 +214,7 @@ impl JetStreamLog {
             }
         });
         Ok(Registration {
+            ttl,
             seen,
             stop,
             task: Some(task),
