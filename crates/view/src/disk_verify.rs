@@ -24,6 +24,8 @@ pub struct VerifyReport {
     pub stored: Option<Checksum>,
     /// The checksum of the versions read.
     pub computed: Checksum,
+    /// Stored checkpoints recomputed.
+    pub checkpoints_checked: usize,
     /// Stored checkpoints whose recomputation differs: (index, stored, computed).
     pub checkpoint_mismatches: Vec<(Index, Checksum, Checksum)>,
     /// Versions whose key does not decode or lies outside the view's partition, or whose
@@ -76,6 +78,7 @@ impl DiskView {
             versions: sums.versions,
             stored,
             computed: sums.total(),
+            checkpoints_checked: stored_checkpoints.len(),
             checkpoint_mismatches,
             misplaced,
         })
