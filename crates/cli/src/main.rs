@@ -13,6 +13,7 @@ mod sort;
 mod status;
 mod top;
 mod torture;
+mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -74,6 +75,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Verify every Disk View of a stopped data directory against its stored checksum.
+    Verify(verify::Args),
     /// Print a completion script for bash, zsh or fish (the README says where to put it).
     Completions {
         /// The shell to complete for.
@@ -126,6 +129,7 @@ fn main() -> ExitCode {
             Scenario::Sort(args) => spindle_bench::sort::run(&args).map(|()| ExitCode::SUCCESS),
         },
         Command::Inspect { dir, json } => inspect::run(&dir, json),
+        Command::Verify(args) => verify::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Cluster(args) => cluster::run(&args),
         Command::Ride(args) => ride::run(&args),

@@ -1,6 +1,8 @@
 //! A node on the JetStream log registers in the stream's catalog with its name, role,
-//! addresses and each Disk View's range and applied index (renewed, so the index it shows
-//! follows the writes); another process on the stream sees it. When the node is SIGKILLed
+//! addresses and each Disk View's range, applied index and checksum (renewed, so the index it
+//! shows follows the writes); another process on the stream sees it, and a replica of the same
+//! range that publishes another checksum at that index is named in the status and left out
+//! of truncation. When the node is SIGKILLed
 //! its entry drops out by itself once not renewed for `catalog_ttl_ms`; when it stops on
 //! SIGTERM it leaves the catalog.
 
@@ -152,6 +154,60 @@ fn a_node_registers_renews_and_drops_out() {
         },
     );
     assert!(observer.members().iter().any(|m| m.key == "observer"));
+
+    // Each Disk View publishes its checksum; a replica of the same range that publishes
+    // another checksum at the same index is named, and truncation does not count it.
+    let (_, status) = rt
+        .block_on(client.json(Method::GET, "/v1/status", None))
+        .unwrap();
+    let disk0 = status["views"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == "disk-0")
+        .unwrap()
+        .clone();
+    assert_eq!(disk0["applied_index"].as_u64(), Some(last), "{disk0}");
+    let sum = disk0["checksum"].as_str().unwrap().to_owned();
+    assert_eq!(sum.len(), 32, "{disk0}");
+    assert_eq!(status["cluster"]["replica_disagreements"], json!([]));
+    let forged = if sum.starts_with('0') { "1" } else { "0" }.repeat(32);
+    let twin_entry = json!({"role": "disk-view", "views": [{
+        "id": "disk-0", "kind": "disk", "range": disk0["range"], "applied_index": last,
+        "persisted_index": last, "checksum": forged, "checkpoints": []}]});
+    let twin = reader
+        .register("twin", TTL, move || twin_entry.to_string().into_bytes())
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        let (_, status) = rt
+            .block_on(client.json(Method::GET, "/v1/status", None))
+            .unwrap();
+        if status["cluster"]["replica_disagreements"]
+            .as_array()
+            .is_some_and(|d| !d.is_empty())
+        {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no disagreement shown: {}",
+            status["cluster"]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let found = &status["cluster"]["replica_disagreements"][0];
+    assert_eq!(found["range"], disk0["range"], "{found}");
+    assert_eq!(found["index"].as_u64(), Some(last), "{found}");
+    assert_eq!(found["suspects"], json!(["alpha/disk-0", "twin/disk-0"]));
+    let held = status["truncation"]["held_back_by"].as_str().unwrap();
+    assert!(
+        held.contains(&format!(
+            "not counted: twin/disk-0 (checksum differs at index {last})"
+        )),
+        "{held}"
+    );
+    twin.close();
 
     // SIGKILL: nobody renews the entry, and it drops out after the TTL.
     child.kill().unwrap();

@@ -2,6 +2,11 @@
 //! `spindle_log::jetstream::catalog`): its name, role, addresses and every view's range,
 //! applied and persisted index, renewed every third of `catalog_ttl_ms` so that a node that
 //! dies drops out by itself. Status shows every member the catalog holds.
+//!
+//! Each Disk View also publishes its checksum and checkpoints (docs/cluster.md "Replica
+//! checksums"): replicas of one range that differ at a common index are named in
+//! `status.cluster.replica_disagreements`, and the ones in the minority there are not
+//! counted as truncation replicas.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -48,6 +53,143 @@ pub struct ClusterStatus {
     pub catalog: Vec<MemberStatus>,
     /// Why the last renewal or catalog read failed, while it keeps failing.
     pub catalog_error: Option<String>,
+    /// Ranges whose Disk View replicas published different checksums at a common index.
+    pub replica_disagreements: Vec<ReplicaDisagreement>,
+}
+
+impl ClusterStatus {
+    /// Why other members' replicas are left out of truncation, for the status line.
+    pub fn truncation_note(&self) -> Option<String> {
+        let own = format!("{}/", self.name);
+        let skipped: Vec<String> = self
+            .replica_disagreements
+            .iter()
+            .flat_map(|d| {
+                d.suspects
+                    .iter()
+                    .filter(|s| !s.starts_with(&own))
+                    .map(move |s| format!("{s} (checksum differs at index {})", d.index))
+            })
+            .collect();
+        (!skipped.is_empty()).then(|| format!("not counted: {}", skipped.join(", ")))
+    }
+}
+
+/// Replicas of one range whose published checksums differ at a common index.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ReplicaDisagreement {
+    pub range: [u64; 2],
+    /// The latest index at which two or more replicas of the range published a checksum
+    /// (a checkpoint, or the checksum at their applied index) and they differ.
+    pub index: u64,
+    /// Every replica with a checksum at `index`, as `<member>/<view>`.
+    pub replicas: Vec<ReplicaChecksum>,
+    /// The replicas not holding the checksum most others hold there (all of them on a
+    /// tie): log truncation does not count other members' suspects.
+    pub suspects: Vec<String>,
+}
+
+/// One replica's checksum at a disagreement's index.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ReplicaChecksum {
+    pub replica: String,
+    pub checksum: String,
+}
+
+/// A Disk View as a member published it, with the checksums it can be compared at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublishedView {
+    /// `<member>/<view id>`.
+    pub replica: String,
+    pub range: [u64; 2],
+    /// (index, checksum hex): its checkpoints and its checksum at its applied index.
+    pub points: Vec<(u64, String)>,
+}
+
+/// The Disk Views of catalog entries (`(member key, entry JSON)`); entries of builds that
+/// publish no checksums give views with no points.
+pub fn published_views(members: &[(String, serde_json::Value)]) -> Vec<PublishedView> {
+    let mut out = Vec::new();
+    for (member, entry) in members {
+        for v in entry["views"].as_array().into_iter().flatten() {
+            let (Some(lo), Some(hi)) = (v["range"][0].as_u64(), v["range"][1].as_u64()) else {
+                continue;
+            };
+            if v["kind"].as_str() != Some("disk") {
+                continue;
+            }
+            let mut points: Vec<(u64, String)> = v["checkpoints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| Some((c["index"].as_u64()?, c["checksum"].as_str()?.to_owned())))
+                .collect();
+            if let (Some(i), Some(c)) = (v["applied_index"].as_u64(), v["checksum"].as_str()) {
+                points.push((i, c.to_owned()));
+            }
+            out.push(PublishedView {
+                replica: format!("{member}/{}", v["id"].as_str().unwrap_or("?")),
+                range: [lo, hi],
+                points,
+            });
+        }
+    }
+    out
+}
+
+/// For each range held by two or more replicas, the latest common index where their
+/// checksums differ (pure: tested on its own).
+pub fn disagreements(views: &[PublishedView]) -> Vec<ReplicaDisagreement> {
+    use std::collections::BTreeMap;
+    let mut by_range: BTreeMap<[u64; 2], Vec<&PublishedView>> = BTreeMap::new();
+    for v in views {
+        by_range.entry(v.range).or_default().push(v);
+    }
+    let mut out = Vec::new();
+    for (range, replicas) in by_range {
+        let mut at: BTreeMap<u64, BTreeMap<&str, &str>> = BTreeMap::new();
+        for v in &replicas {
+            for (index, sum) in &v.points {
+                at.entry(*index).or_default().insert(&v.replica, sum);
+            }
+        }
+        let Some((index, sums)) = at.iter().rev().find(|(_, sums)| {
+            let mut distinct: Vec<&&str> = sums.values().collect();
+            distinct.sort();
+            distinct.dedup();
+            distinct.len() > 1
+        }) else {
+            continue;
+        };
+        let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+        for sum in sums.values() {
+            *votes.entry(sum).or_default() += 1;
+        }
+        let top = votes.values().copied().max().unwrap_or(0);
+        let winners: Vec<&str> = votes
+            .iter()
+            .filter(|(_, n)| **n == top)
+            .map(|(s, _)| *s)
+            .collect();
+        let majority = (winners.len() == 1).then(|| winners[0]);
+        out.push(ReplicaDisagreement {
+            range,
+            index: *index,
+            replicas: sums
+                .iter()
+                .map(|(r, s)| ReplicaChecksum {
+                    replica: (*r).to_owned(),
+                    checksum: (*s).to_owned(),
+                })
+                .collect(),
+            suspects: sums
+                .iter()
+                .filter(|(_, s)| Some(**s) != majority)
+                .map(|(r, _)| (*r).to_owned())
+                .collect(),
+        });
+    }
+    out
 }
 
 /// The JSON a node puts in its catalog entry.
@@ -71,6 +213,12 @@ struct EntryView {
     range: [u64; 2],
     applied_index: u64,
     persisted_index: Option<u64>,
+    /// Disk Views: checksum of every version held at `applied_index` (32 hex digits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checksum: Option<String>,
+    /// Disk Views: the latest checkpoints (index, checksum).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checkpoints: Option<Vec<crate::status::CheckpointStatus>>,
 }
 
 /// `<hostname>-<http port>`, with characters a KV key cannot hold replaced by `-`.
@@ -104,6 +252,8 @@ fn entry_of(node: &Node, name: &str, bound: &Bound) -> Vec<u8> {
                 range: v.range,
                 applied_index: v.applied_index,
                 persisted_index: v.persisted_index,
+                checksum: v.checksum,
+                checkpoints: v.checkpoints,
             })
             .collect(),
     };
@@ -157,15 +307,23 @@ impl CatalogSlot {
             let Some((name, r)) = slot.as_ref() else {
                 return Vec::new();
             };
+            let members = member_entries(r.members());
+            // A replica whose checksum differs from its range's majority does not count.
+            let suspects: std::collections::BTreeSet<String> =
+                disagreements(&published_views(&members))
+                    .into_iter()
+                    .flat_map(|d| d.suspects)
+                    .collect();
             let mut out = Vec::new();
-            for m in r.members() {
-                if &m.key == name {
+            for (key, entry) in &members {
+                if key == name {
                     continue;
                 }
-                let Ok(entry) = serde_json::from_slice::<serde_json::Value>(&m.value) else {
-                    continue;
-                };
                 for v in entry["views"].as_array().into_iter().flatten() {
+                    let view = format!("{key}/{}", v["id"].as_str().unwrap_or("?"));
+                    if suspects.contains(&view) {
+                        continue;
+                    }
                     let (Some(lo), Some(hi), Some(persisted)) = (
                         v["range"][0].as_u64(),
                         v["range"][1].as_u64(),
@@ -177,7 +335,7 @@ impl CatalogSlot {
                         continue;
                     };
                     out.push(spindle_view::truncate::Replica {
-                        view: format!("{}/{}", m.key, v["id"].as_str().unwrap_or("?")),
+                        view,
                         range,
                         applied: spindle_core::Index::new(persisted),
                     });
@@ -224,8 +382,10 @@ impl CatalogSlot {
             let slot = self.registration.lock();
             let (name, r) = slot.as_ref()?;
             let members = r.members();
+            let entries = member_entries(members.clone());
             Some(ClusterStatus {
                 name: name.clone(),
+                replica_disagreements: disagreements(&published_views(&entries)),
                 catalog: members
                     .into_iter()
                     .map(|m| MemberStatus {
@@ -246,8 +406,108 @@ impl CatalogSlot {
     }
 }
 
+/// Each member's key and entry JSON (entries that are not JSON are left out).
+#[cfg(feature = "jetstream")]
+fn member_entries(
+    members: Vec<spindle_log::jetstream::catalog::Member>,
+) -> Vec<(String, serde_json::Value)> {
+    members
+        .into_iter()
+        .filter_map(|m| Some((m.key, serde_json::from_slice(&m.value).ok()?)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn view(replica: &str, range: [u64; 2], points: &[(u64, &str)]) -> PublishedView {
+        PublishedView {
+            replica: replica.to_owned(),
+            range,
+            points: points.iter().map(|(i, c)| (*i, (*c).to_owned())).collect(),
+        }
+    }
+
+    #[test]
+    fn agreeing_replicas_and_replicas_without_a_common_index_are_not_named() {
+        let views = [
+            view("a/disk-0", [0, 8], &[(1024, "x"), (2048, "y"), (2100, "z")]),
+            view("b/disk-0", [0, 8], &[(1024, "x"), (2048, "y"), (2050, "w")]),
+            // Same checksums as a range of its own: a different range is never compared.
+            view("c/disk-1", [8, 16], &[(1024, "q")]),
+            view("d/disk-0", [0, 4], &[(1024, "q")]),
+            // No common index with the others of its range.
+            view("e/disk-1", [8, 16], &[(3072, "r")]),
+        ];
+        assert_eq!(disagreements(&views), []);
+    }
+
+    #[test]
+    fn the_latest_differing_common_index_names_the_minority() {
+        let views = [
+            view("a/disk-0", [0, 8], &[(1024, "x"), (2048, "y"), (2100, "s")]),
+            view(
+                "b/disk-0",
+                [0, 8],
+                &[(1024, "x"), (2048, "BAD"), (2100, "t")],
+            ),
+            view("c/disk-0", [0, 8], &[(1024, "x"), (2048, "y")]),
+        ];
+        let found = disagreements(&views);
+        assert_eq!(found.len(), 1, "{found:?}");
+        // 2100 is common to a and b only, where they differ with no majority: a tie.
+        assert_eq!(found[0].index, 2100);
+        assert_eq!(found[0].suspects, ["a/disk-0", "b/disk-0"]);
+        // Without that index, 2048 decides: c and a outvote b.
+        let views = [
+            view("a/disk-0", [0, 8], &[(1024, "x"), (2048, "y")]),
+            view("b/disk-0", [0, 8], &[(1024, "x"), (2048, "BAD")]),
+            view("c/disk-0", [0, 8], &[(1024, "x"), (2048, "y")]),
+        ];
+        let found = disagreements(&views);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].index, 2048);
+        assert_eq!(found[0].range, [0, 8]);
+        assert_eq!(found[0].replicas.len(), 3);
+        assert_eq!(found[0].suspects, ["b/disk-0"]);
+    }
+
+    #[test]
+    fn published_views_read_catalog_entries() {
+        let entry = serde_json::json!({
+            "views": [
+                {"id": "disk-0", "kind": "disk", "range": [0, 8], "applied_index": 5,
+                 "checksum": "c5", "checkpoints": [{"index": 4, "checksum": "c4"}]},
+                {"id": "memory", "kind": "memory", "range": [0, 8], "applied_index": 5},
+                {"id": "disk-1", "kind": "disk", "range": [8, 16], "applied_index": 5},
+            ]
+        });
+        let views = published_views(&[("m".to_owned(), entry)]);
+        assert_eq!(
+            views,
+            [
+                view("m/disk-0", [0, 8], &[(4, "c4"), (5, "c5")]),
+                view("m/disk-1", [8, 16], &[]),
+            ]
+        );
+        let cluster = ClusterStatus {
+            name: "m".into(),
+            catalog: Vec::new(),
+            catalog_error: None,
+            replica_disagreements: vec![ReplicaDisagreement {
+                range: [0, 8],
+                index: 4,
+                replicas: Vec::new(),
+                suspects: vec!["m/disk-0".into(), "o/disk-0".into()],
+            }],
+        };
+        assert_eq!(
+            cluster.truncation_note().as_deref(),
+            Some("not counted: o/disk-0 (checksum differs at index 4)")
+        );
+    }
+
     #[test]
     fn default_names_are_catalog_keys() {
         let name = super::default_name(7070);

@@ -102,6 +102,15 @@ pub struct ViewStatus {
     /// flushed); truncation counts only this. Absent for views rebuilt on every start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub persisted_index: Option<u64>,
+    /// Disk Views: the checksum (32 hex digits) of every version the view holds, at
+    /// `applied_index` (docs/disk-view-format.md "Checksum"): replicas of one range at the
+    /// same index must show the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<String>,
+    /// Disk Views: the latest checkpoints, increasing; each the checksum of exactly the
+    /// versions with index ≤ its index, comparable across replicas of the range.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<Vec<CheckpointStatus>>,
     /// Records the view is behind the log's durable index.
     pub lag: u64,
     pub ready: bool,
@@ -110,6 +119,26 @@ pub struct ViewStatus {
     /// The view cannot write now (its disk is full) and retries on its own: `stalled`
     /// says why, and it clears when a write succeeds.
     pub paused: bool,
+}
+
+/// A Disk View's checksum of exactly the versions with index ≤ `index`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct CheckpointStatus {
+    pub index: u64,
+    /// 32 hex digits.
+    pub checksum: String,
+}
+
+impl CheckpointStatus {
+    pub fn of(view: &spindle_view::DiskView) -> Vec<CheckpointStatus> {
+        view.checkpoints()
+            .into_iter()
+            .map(|c| CheckpointStatus {
+                index: c.index.get(),
+                checksum: c.checksum.to_hex(),
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -202,13 +231,17 @@ impl Node {
         let mut views = Vec::new();
         for d in &self.disks {
             let p = d.view.partition();
-            let applied = d.view.applied_index().get();
+            // The checksum and the applied index it covers, read together.
+            let sum = d.view.checksum();
+            let applied = sum.applied.get();
             views.push(ViewStatus {
                 id: d.id.clone(),
                 kind: "disk",
                 range: [p.lo(), p.hi()],
                 applied_index: applied,
                 persisted_index: Some(d.view.persisted_index().get()),
+                checksum: Some(sum.checksum.to_hex()),
+                checkpoints: Some(CheckpointStatus::of(&d.view)),
                 lag: durable.saturating_sub(applied),
                 ready: true,
                 stalled: d.stall.reason(),
@@ -243,6 +276,8 @@ impl Node {
                 range: [0, spindle_core::partition::HASH_SPACE],
                 applied_index: applied.get(),
                 persisted_index: None,
+                checksum: None,
+                checkpoints: None,
                 lag: durable.saturating_sub(applied.get()),
                 ready,
                 paused: stalled.as_ref().is_some_and(|s| s.retrying),
@@ -290,6 +325,11 @@ impl Node {
             })
             .collect();
         let decision = self.truncation_decision();
+        let cluster = self.catalog.status();
+        let held_back_by = match cluster.as_ref().and_then(|c| c.truncation_note()) {
+            Some(note) => format!("{decision}; {note}"),
+            None => decision.to_string(),
+        };
         let state = self.truncation.lock().clone();
         let stats = self.log.stats();
         let sync = stats.and_then(|s| s.sync_latency.percentiles());
@@ -317,7 +357,7 @@ impl Node {
             truncation: TruncationStatus {
                 enabled: self.config.truncate,
                 safe_index: decision.safe.get(),
-                held_back_by: decision.to_string(),
+                held_back_by,
                 first_retained_index: self.log.first_index().get(),
                 holds: self
                     .holds
@@ -376,7 +416,7 @@ impl Node {
                 tail_open: self.tail_seats.open(),
                 tail_max: self.config.tail_streams_max,
             },
-            cluster: self.catalog.status(),
+            cluster,
         }
     }
 

@@ -1,6 +1,6 @@
 //! An imported data set equals the same data set loaded through the log and applied
 //! normally: the same log records, Disk Views with every version of every item (byte-equal
-//! iteration streams, equal histories and applied indexes), and equal Memory Views booted
+//! iteration streams, equal histories, applied indexes and checksums), and equal Memory Views booted
 //! from them. Random writes with deletes and several versions per item, over several input
 //! files, through a sort with a small memory budget (so it spills). `SPINDLE_IMPORT_CASES`
 //! raises the number of seeds.
@@ -87,6 +87,10 @@ fn check(seed: u64, lines: usize, items: u64, partitions: u64, files: usize) {
         assert_eq!(va.applied_index(), Index::new(lines as u64));
         assert_eq!(va.applied_index(), vb.applied_index());
         assert_eq!(va.persisted_index(), va.applied_index(), "seed {seed}");
+        // The import's versions bypass `apply`; its checksum is still the applied one's.
+        assert_eq!(va.checksum(), vb.checksum(), "seed {seed}");
+        assert_eq!(va.checkpoints(), vb.checkpoints(), "seed {seed}");
+        assert!(va.verify().unwrap().ok(), "seed {seed}");
         assert_eq!(
             stream(va),
             stream(vb),

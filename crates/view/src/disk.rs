@@ -13,6 +13,7 @@ use parking_lot::{Condvar, Mutex};
 use rocksdb::{ColumnFamilyDescriptor, DBCompressionType, Options, WriteBatch, DB};
 use spindle_core::{Index, ItemKey, Partition, Record, Value};
 
+use crate::checksum::{self, AppliedChecksum, Checkpoint, Checksum, Tally};
 use crate::error::ViewError;
 use crate::keys;
 
@@ -26,6 +27,12 @@ pub const META_PARTITION: &[u8] = b"partition";
 pub const META_BOOTING: &[u8] = b"booting";
 /// Meta key: the layout version, u32 LE.
 pub const META_FORMAT: &[u8] = b"format";
+/// Meta key: the checksum of every version held, at an applied index: applied u64 LE |
+/// checksum u128 LE (`checksum.rs`). Stale (another applied index) or missing: recomputed
+/// by a scan at open.
+pub const META_CHECKSUM: &[u8] = b"checksum";
+/// Meta key: the latest checkpoints, (index u64 LE | checksum u128 LE) each, increasing.
+pub const META_CHECKPOINTS: &[u8] = b"checkpoints";
 /// The layout version this code writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -63,6 +70,9 @@ pub struct DiskView {
     /// The applied index for async waiters (the condvar serves blocking ones).
     applied_watch: tokio::sync::watch::Sender<Index>,
     apply_lock: Mutex<()>,
+    /// The checksum of every version held and the latest checkpoints; changed only with
+    /// `apply_lock` held, after the batch that stores the same values is written.
+    tally: Mutex<Tally>,
 }
 
 impl std::fmt::Debug for DiskView {
@@ -159,10 +169,12 @@ impl DiskView {
             applied_changed: Condvar::new(),
             applied_watch: tokio::sync::watch::Sender::new(Index::ZERO),
             apply_lock: Mutex::new(()),
+            tally: Mutex::new(Tally::new(Index::ZERO, Checksum::EMPTY, Vec::new())),
         };
         let applied = view.load_meta()?;
         *view.applied.lock() = applied;
         view.applied_watch.send_replace(applied);
+        view.load_tally(applied)?;
         // What RocksDB recovered may still sit only in the page cache (a process crash
         // keeps it there, a power cut would not): flush it to synced table files before
         // anyone relies on it as persisted.
@@ -183,6 +195,11 @@ impl DiskView {
                 batch.put_cf(meta, META_FORMAT, FORMAT_VERSION.to_le_bytes());
                 batch.put_cf(meta, META_PARTITION, &want_partition);
                 batch.put_cf(meta, META_APPLIED, 0u64.to_le_bytes());
+                batch.put_cf(
+                    meta,
+                    META_CHECKSUM,
+                    checksum::encode_applied(Index::ZERO, Checksum::EMPTY),
+                );
                 self.db.write(batch).map_err(db_err(&self.dir))?;
                 return Ok(Index::ZERO);
             }
@@ -352,38 +369,140 @@ impl DiskView {
         }
         let last = fresh.last().expect("non-empty");
         let meta = self.meta_cf();
+        let mut tally = self.tally.lock().clone();
+        let mut checkpoints_changed = false;
         let mut batch = WriteBatch::default();
         let mut value_buf = Vec::new();
         let mut pending_commit = None;
         for record in fresh {
+            let mut version = None;
             if self.partition.contains(record.key.hash()) {
                 value_buf.clear();
                 keys::encode_value(&record.value, &mut value_buf);
-                batch.put(keys::version_key(&record.key, record.index), &value_buf);
+                let key = keys::version_key(&record.key, record.index);
+                version = Some(Checksum::of_version(&key, &value_buf));
+                batch.put(key, &value_buf);
             }
+            checkpoints_changed |= tally.record(record.index, version);
             if record.commit {
                 pending_commit = Some(record.index);
                 if !batch.is_empty() {
-                    self.write_batch(std::mem::take(&mut batch), meta, record.index)?;
+                    let changed = std::mem::take(&mut checkpoints_changed);
+                    self.write_batch(std::mem::take(&mut batch), meta, &tally, changed)?;
                     pending_commit = None;
                 }
             }
         }
-        if let Some(commit) = pending_commit {
-            self.write_batch(batch, meta, commit)?;
+        if pending_commit.is_some() {
+            self.write_batch(batch, meta, &tally, checkpoints_changed)?;
         }
         Ok(last.index)
     }
 
+    /// Write `batch` with the applied index, checksum and (if they changed) checkpoints of
+    /// `tally`, whose applied index is the batch's commit index; then publish both.
     fn write_batch(
         &self,
         mut batch: WriteBatch,
         meta: &rocksdb::ColumnFamily,
-        commit: Index,
+        tally: &Tally,
+        checkpoints_changed: bool,
     ) -> Result<(), ViewError> {
+        let commit = tally.applied;
         batch.put_cf(meta, META_APPLIED, commit.get().to_le_bytes());
+        batch.put_cf(
+            meta,
+            META_CHECKSUM,
+            checksum::encode_applied(commit, tally.sum),
+        );
+        if checkpoints_changed {
+            batch.put_cf(
+                meta,
+                META_CHECKPOINTS,
+                checksum::encode_checkpoints(&tally.checkpoints),
+            );
+        }
         self.db.write(batch).map_err(db_err(&self.dir))?;
+        self.tally.lock().clone_from(tally);
         self.publish(commit);
+        Ok(())
+    }
+
+    /// The checksum of every version this view holds, at its applied index.
+    pub fn checksum(&self) -> AppliedChecksum {
+        let tally = self.tally.lock();
+        AppliedChecksum {
+            applied: tally.applied,
+            checksum: tally.sum,
+        }
+    }
+
+    /// The latest checkpoints (at most `CHECKPOINTS_KEPT_MAX`), increasing: each the
+    /// checksum of exactly the versions with index ≤ its index.
+    pub fn checkpoints(&self) -> Vec<Checkpoint> {
+        self.tally.lock().checkpoints()
+    }
+
+    /// Record checkpoints every `interval_indexes` log indexes from now on instead of every
+    /// `CHECKPOINT_INTERVAL_INDEXES` (tests: small views cross few multiples of 1024).
+    pub fn set_checkpoint_interval(&self, interval_indexes: u64) {
+        assert!(interval_indexes > 0, "checkpoint interval must be positive");
+        let _one_writer = self.apply_lock.lock();
+        self.tally.lock().interval = interval_indexes;
+    }
+
+    pub(crate) fn checkpoint_interval(&self) -> u64 {
+        self.tally.lock().interval
+    }
+
+    /// Install a checksum state computed by a scan (open, boot, import) once the batch
+    /// storing it is written.
+    pub(crate) fn install_tally(
+        &self,
+        applied: Index,
+        sum: Checksum,
+        checkpoints: Vec<Checkpoint>,
+    ) {
+        let mut tally = self.tally.lock();
+        let interval = tally.interval;
+        *tally = Tally::new(applied, sum, checkpoints);
+        tally.interval = interval;
+    }
+
+    /// Load the stored checksum; if it is missing (a directory written before checksums)
+    /// or stale (written at another applied index), recompute it by one scan and store it.
+    fn load_tally(&self, applied: Index) -> Result<(), ViewError> {
+        let meta = self.meta_cf();
+        let get = |k: &[u8]| self.db.get_cf(meta, k).map_err(db_err(&self.dir));
+        let stored = match get(META_CHECKSUM)? {
+            Some(raw) => Some(
+                checksum::decode_applied(&raw)
+                    .ok_or_else(|| self.corrupt(format!("checksum is {} bytes", raw.len())))?,
+            ),
+            None => None,
+        };
+        if let Some(stored) = stored.filter(|s| s.applied == applied) {
+            let checkpoints = match get(META_CHECKPOINTS)? {
+                Some(raw) => checksum::decode_checkpoints(&raw)
+                    .ok_or_else(|| self.corrupt(format!("checkpoints are {} bytes", raw.len())))?,
+                None => Vec::new(),
+            };
+            self.install_tally(applied, stored.checksum, checkpoints);
+            return Ok(());
+        }
+        if self.booting()?.is_some() {
+            // A boot will compute it when it finishes; the view is not served before.
+            return Ok(());
+        }
+        tracing::info!(
+            dir = %self.dir.display(),
+            applied = applied.get(),
+            stored_at = stored.map(|s| s.applied.get()),
+            "disk view has no checksum at its applied index; computing it with one scan"
+        );
+        let mut batch = WriteBatch::default();
+        self.rescan_into(applied, &mut batch)?;
+        self.db.write(batch).map_err(db_err(&self.dir))?;
         Ok(())
     }
 

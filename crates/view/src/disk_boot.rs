@@ -4,7 +4,8 @@
 //!
 //! Protocol: mark the view `booting = cut`; write every version of the plan's sources up to
 //! the cut in large batches without the WAL; flush both column families; then, in one WAL
-//! batch, set `applied = cut` and remove the mark. A crash before the last step leaves the
+//! batch, set `applied = cut` with the checksum of what was written (one scan), and remove
+//! the mark. A crash before the last step leaves the
 //! mark, and `DiskView::open` refuses the view until a boot finishes (puts are idempotent,
 //! so booting again over a partial fill is safe).
 
@@ -90,6 +91,9 @@ impl DiskView {
         // The unlogged writes reach table files before the view claims them.
         view.flush()?;
         let mut done = WriteBatch::default();
+        // The versions came around `apply`: their checksum and checkpoints come from one
+        // scan of what the boot wrote (every version is at or below the cut).
+        view.rescan_into(plan.cut, &mut done)?;
         done.put_cf(meta, META_APPLIED, plan.cut.get().to_le_bytes());
         done.delete_cf(meta, META_BOOTING);
         view.db().write(done).map_err(db_err(view.dir()))?;

@@ -64,6 +64,8 @@ impl DiskView {
     /// view's persisted index is `applied` too.
     pub fn finish_ingest(&self, applied: Index) -> Result<(), ViewError> {
         let mut batch = WriteBatch::default();
+        // The ingested versions came around `apply`: checksum them with one scan.
+        self.rescan_into(applied, &mut batch)?;
         batch.put_cf(self.meta_cf(), META_APPLIED, applied.get().to_le_bytes());
         self.db().write(batch).map_err(db_err(self.dir()))?;
         if applied > self.applied_index() {

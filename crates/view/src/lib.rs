@@ -10,9 +10,11 @@
 
 pub mod boot;
 pub mod carousel;
+pub mod checksum;
 pub mod disk;
 pub mod disk_boot;
 pub mod disk_ingest;
+pub mod disk_verify;
 pub mod error;
 pub mod follow;
 pub mod frame;
@@ -27,7 +29,9 @@ pub use boot::BootProgress;
 pub use carousel::{
     Carousel, CarouselConfig, CarouselStatus, Rider, RiderMode, RiderStats, RiderStatus,
 };
+pub use checksum::{AppliedChecksum, Checkpoint, Checksum};
 pub use disk::{DiskOptions, DiskView, EdgeFilter, Freshness, Page, Version};
+pub use disk_verify::VerifyReport;
 pub use error::{IterError, SelectError, SkipReason, ViewError};
 pub use index_view::IndexView;
 pub use iterate::{IterRequest, Iteration, Kinds};

@@ -1,7 +1,7 @@
 //! A new Disk View booted from other Disk Views (any partitioning, including 4 → 6; sources
 //! at different applied indexes; writes landing during the boot) holds exactly the log up
 //! to the plan's cut, and after following the log it equals a replay of the whole log
-//! (invariants 4 and 5 for Disk Views). A boot refuses a view that already holds state.
+//! (invariants 4 and 5 for Disk Views), with the checksum a replay has. A boot refuses a view that already holds state.
 
 mod common;
 
@@ -18,6 +18,17 @@ fn assert_equals_replay(view: &DiskView, log: &spindle_log::FileLog) {
         frames_to_versions(&frames),
         replay(log, cut, view.partition())
     );
+    // The boot's versions came around `apply`; its checksum still equals a replay's.
+    let (sum, checkpoints) = checksum_by_replay(
+        log,
+        cut,
+        view.partition(),
+        spindle_view::checksum::CHECKPOINT_INTERVAL_INDEXES,
+    );
+    assert_eq!(view.checksum().applied, cut);
+    assert_eq!(view.checksum().checksum, sum);
+    assert_eq!(view.checkpoints(), checkpoints);
+    assert!(view.verify().unwrap().ok());
 }
 
 fn run(

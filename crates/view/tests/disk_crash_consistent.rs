@@ -1,7 +1,7 @@
 //! A Disk View killed with SIGKILL while it applies the log reopens in a state that is
-//! exactly the log up to its stored applied index (each transaction's versions and the
-//! applied index share one write batch), then resumes and converges; over several
-//! kill-and-reopen rounds.
+//! exactly the log up to its stored applied index (each transaction's versions, the applied
+//! index and the checksum share one write batch, so the checksum still matches the data and
+//! a replay's), then resumes and converges; over several kill-and-reopen rounds.
 //!
 //! The test re-executes its own binary as the child (selected by an environment variable).
 //! The child applies one transaction at a time and prints each applied index; the parent
@@ -49,6 +49,23 @@ fn assert_equals_replay(view: &DiskView, log: &spindle_log::FileLog) {
     assert_eq!(
         frames_to_versions(&frames),
         replay(log, cut, view.partition())
+    );
+    // The stored checksum survived the kill with the versions it covers: it matches the
+    // data and what a replay of the log to the same index gives, checkpoints included.
+    let report = view.verify().unwrap();
+    assert!(report.ok(), "{report:?}");
+    let (sum, checkpoints) = checksum_by_replay(
+        log,
+        cut,
+        view.partition(),
+        spindle_view::checksum::CHECKPOINT_INTERVAL_INDEXES,
+    );
+    assert_eq!(view.checksum().applied, cut);
+    assert_eq!(view.checksum().checksum, sum);
+    assert_eq!(view.checkpoints(), checkpoints);
+    assert_eq!(
+        view.checkpoints().is_empty(),
+        cut.get() < spindle_view::checksum::CHECKPOINT_INTERVAL_INDEXES
     );
 }
 

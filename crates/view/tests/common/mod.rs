@@ -422,3 +422,40 @@ pub fn carousel_fixture(
         carousel,
     }
 }
+
+/// The checksum a view of `partition` at `upto` must have, and the checkpoints it keeps at
+/// `interval`, computed from the log's records alone (no RocksDB).
+pub fn checksum_by_replay(
+    log: &FileLog,
+    upto: Index,
+    partition: Partition,
+    interval: u64,
+) -> (spindle_view::Checksum, Vec<spindle_view::Checkpoint>) {
+    use spindle_view::{checksum::CHECKPOINTS_KEPT_MAX, keys, Checkpoint, Checksum};
+    let mut sum = Checksum::EMPTY;
+    let mut checkpoints = Vec::new();
+    let mut value = Vec::new();
+    let mut next = Index::FIRST;
+    while next <= upto {
+        for r in log.read(next, 1024).unwrap() {
+            if r.index > upto {
+                break;
+            }
+            if partition.contains(r.key.hash()) {
+                value.clear();
+                keys::encode_value(&r.value, &mut value);
+                let key = keys::version_key(&r.key, r.index);
+                sum = sum.plus(Checksum::of_version(&key, &value));
+            }
+            if r.index.get().is_multiple_of(interval) {
+                checkpoints.push(Checkpoint {
+                    index: r.index,
+                    checksum: sum,
+                });
+            }
+            next = r.index.next();
+        }
+    }
+    let keep = checkpoints.len().saturating_sub(CHECKPOINTS_KEPT_MAX);
+    (sum, checkpoints.split_off(keep))
+}
