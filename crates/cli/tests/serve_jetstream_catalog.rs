@@ -25,7 +25,17 @@ use spindle_server::client::HttpClient;
 const STREAM: &str = "CATALOG_T";
 const TTL: Duration = Duration::from_millis(3000);
 
-fn start(dir: &Path, cluster: &nats_cluster::Cluster) -> (Child, String) {
+/// A node process, killed when dropped (a failing test leaves none behind).
+struct Node(Child);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(dir: &Path, cluster: &nats_cluster::Cluster) -> (Node, String) {
     let quote = |v: Vec<String>| {
         v.iter()
             .map(|s| format!("\"{s}\""))
@@ -70,7 +80,7 @@ fn start(dir: &Path, cluster: &nats_cluster::Cluster) -> (Child, String) {
         .find_map(|w| w.strip_prefix("http="))
         .unwrap_or_else(|| panic!("no http= in {line:?}: the node did not start"))
         .to_owned();
-    (child, http)
+    (Node(child), http)
 }
 
 /// Poll the observer's view of the catalog until `want` holds for alpha's entry (or its
@@ -96,7 +106,7 @@ fn wait_alpha(observer: &Registration, what: &str, want: impl Fn(Option<&Value>)
 fn a_node_registers_renews_and_drops_out() {
     let cluster = nats_cluster::Cluster::start(1);
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, http) = start(dir.path(), &cluster);
+    let (mut node, http) = start(dir.path(), &cluster);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = HttpClient::new(&http, None);
 
@@ -210,20 +220,20 @@ fn a_node_registers_renews_and_drops_out() {
     twin.close();
 
     // SIGKILL: nobody renews the entry, and it drops out after the TTL.
-    child.kill().unwrap();
-    child.wait().unwrap();
+    node.0.kill().unwrap();
+    node.0.wait().unwrap();
     wait_alpha(&observer, "a killed node drops out", |e| e.is_none());
 
     // Back (after its appender lease expires), registered again; SIGTERM: it leaves.
-    let (mut child, _) = start(dir.path(), &cluster);
+    let (mut node, _) = start(dir.path(), &cluster);
     wait_alpha(&observer, "the restarted node registers", |e| e.is_some());
-    let pid = child.id().to_string();
+    let pid = node.0.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
         .status()
         .unwrap()
         .success());
-    assert!(child.wait().unwrap().success(), "SIGTERM is a clean stop");
+    assert!(node.0.wait().unwrap().success(), "SIGTERM is a clean stop");
     wait_alpha(&observer, "a stopped node leaves", |e| e.is_none());
     observer.close();
     drop(reader);

@@ -181,7 +181,23 @@ impl JetStreamLog {
         }))
         .map_err(|e| refuse(format!("catalog task: {e}")))?
         .map_err(|e| refuse(format!("registering {key}: {e}")))?;
-        let seen = Arc::new(Mutex::new(Seen::default()));
+        // The first read too, before returning: the caller's status lists the catalog
+        // (itself included) from the start. A failure is kept as the error and retried by
+        // the renewal task.
+        let first = futures::executor::block_on(self.handle.spawn({
+            let store = store.clone();
+            async move { read_all(&store, ttl).await }
+        }))
+        .map_err(|e| refuse(format!("catalog task: {e}")))?;
+        let mut seen = Seen::default();
+        match first {
+            Ok(members) => {
+                seen.members = members;
+                seen.read_at = Some(Instant::now());
+            }
+            Err(e) => seen.error = Some(e),
+        }
+        let seen = Arc::new(Mutex::new(seen));
         let (stop, mut stopped) = watch::channel(false);
         let task = self.handle.spawn({
             let seen = seen.clone();
