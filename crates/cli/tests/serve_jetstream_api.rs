@@ -8,12 +8,13 @@
 
 #![cfg(all(feature = "jetstream", feature = "failpoints"))]
 
+mod js_serve;
 #[path = "../../log/tests/nats_cluster/mod.rs"]
 mod nats_cluster;
 
-use std::io::{BufRead, BufReader};
+use js_serve::Server;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hyper::{Method, StatusCode};
@@ -27,73 +28,24 @@ const PER_TXN: usize = 100;
 /// window and the socket buffers hold, so a source killed mid-boot breaks its stream.
 const PAD: usize = 8000;
 
-struct Server {
-    child: Child,
-    http: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// Start `name` with 64 KiB iteration messages: a boot takes a few hundred, so it can be
+/// caught midway.
 fn start(
     dir: &Path,
     cluster: &nats_cluster::Cluster,
     name: &str,
-    extra: &[&str],
+    args: &[&str],
     env: &[(&str, &str)],
 ) -> Server {
-    let quote = |v: Vec<String>| {
-        v.iter()
-            .map(|s| format!("\"{s}\""))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let config = dir.join(format!("{name}.toml"));
-    // 64 KiB iteration messages: a boot takes a few hundred, so it can be caught midway.
-    std::fs::write(
-        &config,
-        format!(
-            "iter_chunk_bytes = 65536\n\
-             [jetstream]\nservers = [{}]\nmonitor_urls = [{}]\nstream = \"{STREAM}\"\n\
-             replicas = 1\nnode_name = \"{name}\"\ncatalog_ttl_ms = 3000\n",
-            quote(cluster.servers()),
-            quote(cluster.monitors()),
-        ),
+    js_serve::start(
+        dir,
+        cluster,
+        STREAM,
+        name,
+        ("iter_chunk_bytes = 65536\n", "catalog_ttl_ms = 3000\n"),
+        args,
+        env,
     )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
-        .args([
-            "serve",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--grpc-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--config")
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(dir.join(name))
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let http = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http="))
-        .unwrap_or_else(|| panic!("{name}: no http= in {line:?}: it did not start"))
-        .to_owned();
-    Server { child, http }
 }
 
 /// `client`'s status once `want` holds (two minutes at most: a liveness bound, not a

@@ -10,12 +10,13 @@
 
 #![cfg(feature = "jetstream")]
 
+mod js_serve;
 #[path = "../../log/tests/nats_cluster/mod.rs"]
 mod nats_cluster;
 
-use std::io::{BufRead, BufReader};
+use js_serve::Server;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hyper::{Method, StatusCode};
@@ -25,65 +26,20 @@ use spindle_server::client::HttpClient;
 
 const STREAM: &str = "ROLES";
 
-struct Server {
-    child: Child,
-    http: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// Start `name` with truncation needing two replicas per range, every 200 ms.
 fn start(dir: &Path, cluster: &nats_cluster::Cluster, name: &str, extra: &[&str]) -> Server {
-    let quote = |v: Vec<String>| {
-        v.iter()
-            .map(|s| format!("\"{s}\""))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "truncate_replicas_min = 2\ntruncate_interval_ms = 200\n\
-             [jetstream]\nservers = [{}]\nmonitor_urls = [{}]\nstream = \"{STREAM}\"\n\
-             replicas = 1\nnode_name = \"{name}\"\ncatalog_ttl_ms = 2000\n",
-            quote(cluster.servers()),
-            quote(cluster.monitors()),
+    js_serve::start(
+        dir,
+        cluster,
+        STREAM,
+        name,
+        (
+            "truncate_replicas_min = 2\ntruncate_interval_ms = 200\n",
+            "catalog_ttl_ms = 2000\n",
         ),
+        extra,
+        &[],
     )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
-        .args([
-            "serve",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--grpc-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--config")
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(dir.join(name))
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let http = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http="))
-        .unwrap_or_else(|| panic!("{name}: no http= in {line:?}: it did not start"))
-        .to_owned();
-    Server { child, http }
 }
 
 /// The catalog as `client`'s server sees it: name → entry, once `want` holds (a minute at
