@@ -346,7 +346,8 @@ fn a_cluster_in_network_namespaces_does_the_same_over_a_bridge() {
         .prefix("spindle-cluster-")
         .tempdir_in(scratch())
         .unwrap();
-    let state = scenario(root.path(), &["--subnet", "10.77.231.0/24"]);
+    // No --subnet: `up` takes the first free /24 of 10.77.0.0/16.
+    let state = scenario(root.path(), &[]);
     // Each member had its own namespace and address; none of it is left.
     let netns = String::from_utf8(
         Command::new("ip")
@@ -371,7 +372,12 @@ fn a_cluster_in_network_namespaces_does_the_same_over_a_bridge() {
         let veth = m["veth"].as_str().unwrap();
         assert!(!Path::new("/sys/class/net").join(veth).exists(), "{veth}");
         let ip = m["ip"].as_str().unwrap();
-        assert!(ip.starts_with("10.77.231."), "{ip}");
+        let gateway = state["network"]["gateway"].as_str().unwrap();
+        let net = &gateway[..gateway.rfind('.').unwrap() + 1];
+        assert!(
+            gateway.starts_with("10.77.") && ip.starts_with(net),
+            "{ip} {gateway}"
+        );
         assert!(ips.insert(ip.to_owned()), "{ip} twice");
     }
 }

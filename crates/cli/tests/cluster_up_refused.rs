@@ -57,6 +57,11 @@ fn bad_arguments_are_refused_before_anything_starts() {
     refused(&up(dir, &["--api", "0"]), &nats, "--api 0");
     refused(&up(dir, &["--partitions", "0"]), &nats, "--partitions 0");
     refused(
+        &up(dir, &["--subnet", "10.77.5.0/24"]),
+        &nats,
+        "--loopback has none",
+    );
+    refused(
         &up(dir, &[]),
         &root.path().join("no-such-nats-server"),
         "scripts/nats.sh",

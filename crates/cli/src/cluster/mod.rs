@@ -85,8 +85,9 @@ struct UpArgs {
     #[arg(long)]
     loopback: bool,
     /// The private /24 of the namespaces' bridge (.1 is this host's, members from .2).
-    #[arg(long, default_value = "10.77.0.0/24")]
-    subnet: String,
+    /// Default: the first /24 of 10.77.0.0/16 with no address or route on this machine.
+    #[arg(long)]
+    subnet: Option<String>,
     /// The JetStream stream holding the log.
     #[arg(long, default_value = "SPINDLE")]
     stream: String,
@@ -145,10 +146,11 @@ fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
         stream: a.stream.clone(),
     };
     plan::check(&shape).map_err(|e| anyhow!(e))?;
-    let subnet = if a.loopback {
-        None
-    } else {
-        Some(plan::parse_subnet(&a.subnet).map_err(|e| anyhow!(e))?)
+    let subnet = match (&a.subnet, a.loopback) {
+        (Some(_), true) => bail!("--subnet is for network namespaces; --loopback has none"),
+        (Some(s), false) => Some(Some(plan::parse_subnet(s).map_err(|e| anyhow!(e))?)),
+        (None, true) => None,
+        (None, false) => Some(None),
     };
     let programs = Programs {
         spindle: std::env::current_exe().context("finding the spindle binary")?,
@@ -159,9 +161,9 @@ fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
         None => Placement::Loopback {
             ports: free_ports(plan::ports_needed(&shape))?,
         },
-        Some(subnet) => {
+        Some(wanted) => {
             let tag = plan::tag_of(&dir);
-            netns::check_free(&format!("spb{tag}"), subnet)?;
+            let subnet = netns::check_free(&format!("spb{tag}"), wanted)?;
             Placement::Namespaces { subnet, tag }
         }
     };

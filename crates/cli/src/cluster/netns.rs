@@ -64,8 +64,9 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// Refuse to build the network when it cannot work or would collide with what exists.
-pub fn check_free(bridge: &str, subnet: [u8; 3]) -> anyhow::Result<()> {
+/// Refuse to build the network when it cannot work or would collide with what exists, and
+/// choose its /24: `wanted` if given and free, else the first free one of 10.77.0.0/16.
+pub fn check_free(bridge: &str, wanted: Option<[u8; 3]>) -> anyhow::Result<[u8; 3]> {
     if !is_root() {
         bail!(
             "network namespaces need root (ip netns add, a bridge, veth pairs): run as root, \
@@ -81,21 +82,43 @@ pub fn check_free(bridge: &str, subnet: [u8; 3]) -> anyhow::Result<()> {
              (stop it with `spindle cluster down`), or remove it with `ip link del {bridge}`"
         );
     }
-    let prefix = format!("{}.{}.{}.", subnet[0], subnet[1], subnet[2]);
     let addrs = ip_output(&["-4", "-o", "addr", "show"])?;
     let routes = ip_output(&["-4", "-o", "route", "show"])?;
+    match wanted {
+        Some(subnet) => match subnet_user(&addrs, &routes, subnet) {
+            Some(line) => bail!(
+                "the subnet {}.{}.{}.0/24 is in use on this machine ({line}); choose another \
+                 with --subnet, or leave --subnet out to take a free one",
+                subnet[0],
+                subnet[1],
+                subnet[2]
+            ),
+            None => Ok(subnet),
+        },
+        None => first_free(&addrs, &routes).ok_or_else(|| {
+            anyhow::anyhow!(
+                "every /24 of 10.77.0.0/16 is in use on this machine; choose one with --subnet"
+            )
+        }),
+    }
+}
+
+/// The first /24 of 10.77.0.0/16 that no `ip addr`/`ip route` line uses.
+fn first_free(addrs: &str, routes: &str) -> Option<[u8; 3]> {
+    (0..=255u8)
+        .map(|c| [10, 77, c])
+        .find(|s| subnet_user(addrs, routes, *s).is_none())
+}
+
+/// The `ip addr`/`ip route` line that uses `subnet`'s /24, if any.
+fn subnet_user(addrs: &str, routes: &str, subnet: [u8; 3]) -> Option<String> {
+    let prefix = format!("{}.{}.{}.", subnet[0], subnet[1], subnet[2]);
     let net = format!("{prefix}0/24");
-    if let Some(line) = addrs
+    addrs
         .lines()
         .find(|l| l.split_whitespace().any(|w| w.starts_with(&prefix)))
         .or_else(|| routes.lines().find(|l| l.starts_with(&net)))
-    {
-        bail!(
-            "the subnet {net} is in use on this machine ({}); choose another with --subnet",
-            line.split_whitespace().collect::<Vec<_>>().join(" ")
-        );
-    }
-    Ok(())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 /// Create the bridge with `gateway`/24 on it.
@@ -152,4 +175,26 @@ pub fn remove(bridge: &str, members: &[Member]) -> anyhow::Result<Vec<String>> {
         removed.push(format!("bridge {bridge}"));
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_free_subnet_skips_addresses_and_routes_in_use() {
+        let addrs = "2: eth0    inet 10.77.0.5/16 brd 10.77.255.255 scope global eth0\n\
+                     9: spb1    inet 10.77.2.1/24 scope global spb1\n";
+        let routes = "10.77.1.0/24 via 192.168.0.1 dev eth0\n";
+        assert_eq!(first_free(addrs, routes), Some([10, 77, 3]));
+        assert_eq!(first_free("", ""), Some([10, 77, 0]));
+        assert_eq!(
+            subnet_user(addrs, routes, [10, 77, 2]).as_deref(),
+            Some("9: spb1 inet 10.77.2.1/24 scope global spb1")
+        );
+        let all: String = (0..=255)
+            .map(|c| format!("1: x inet 10.77.{c}.1/24\n"))
+            .collect();
+        assert_eq!(first_free(&all, ""), None);
+    }
 }
