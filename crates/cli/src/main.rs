@@ -2,6 +2,8 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "jetstream")]
+mod bench_cluster;
 mod cluster;
 mod import;
 mod inspect;
@@ -100,6 +102,10 @@ enum Scenario {
     Import(spindle_bench::import::Args),
     /// External sort: `spindle sort` against GNU sort and the device's 2R+2W copy time.
     Sort(spindle_bench::sort::Args),
+    /// A JetStream cluster: appends through the api server against raw JetStream publishes and
+    /// the file log; a Memory View booted from Disk View servers against replaying the log.
+    #[cfg(feature = "jetstream")]
+    Cluster(bench_cluster::Args),
 }
 
 fn main() -> ExitCode {
@@ -127,6 +133,8 @@ fn main() -> ExitCode {
             }
             Scenario::Import(args) => spindle_bench::import::run(&args).map(|()| ExitCode::SUCCESS),
             Scenario::Sort(args) => spindle_bench::sort::run(&args).map(|()| ExitCode::SUCCESS),
+            #[cfg(feature = "jetstream")]
+            Scenario::Cluster(args) => bench_cluster::run(&args).map(|()| ExitCode::SUCCESS),
         },
         Command::Inspect { dir, json } => inspect::run(&dir, json),
         Command::Verify(args) => verify::run(&args),

@@ -6,11 +6,11 @@
 //! Fault model: `up` may fail or be killed at any point; the state file is written before
 //! anything is created and after each process starts, so `down` finds and removes all of it.
 
-mod netns;
-mod plan;
+pub(crate) mod netns;
+pub(crate) mod plan;
 mod proc;
 mod report;
-mod state;
+pub(crate) mod state;
 
 use std::io::Read as _;
 use std::io::Write as _;

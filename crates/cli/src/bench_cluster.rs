@@ -1,0 +1,756 @@
+//! `spindle bench cluster`: Spindle on a NATS JetStream cluster against the same cluster
+//! without Spindle and against the embedded file log, and a Memory View booted from the
+//! cluster's Disk View servers against the same view built by replaying the log.
+//!
+//! Setup: `spindle cluster up` (3 NATS servers with the stream at 3 replicas, `--partitions`
+//! Disk View servers with one replica each, one api server), in network namespaces when this
+//! runs as root, else `--loopback`; `spindle cluster down` at the end, also after an error.
+//!
+//! Appends (the event-store workload of `bench log`: each event its own one-record
+//! transaction on node `users/{j mod 10000}`), `--clients` at once, per round:
+//! - `spindle-jetstream`: `POST /v1/txn` to the cluster's api server, one event per request,
+//!   answered once JetStream acknowledged the batch holding it;
+//! - `jetstream-raw`: the bench publishes to a stream of its own on the same cluster (3
+//!   replicas, file storage), one message per event with the payload size of Spindle's record
+//!   of that event, `--clients` publishes awaiting their acks at once — JetStream's rate at
+//!   the same message sizes without Spindle's batching;
+//! - `spindle-file`: the same HTTP clients against a `spindle serve` on the embedded file log
+//!   (`--disk-partitions` Disk Views and a Memory View, like the cluster's members together).
+//!
+//! Boots, after `--nodes`/`--edges`/`--versions` of `spindle gen`'s graph were loaded through
+//! the api server and every Disk View server applied the head, per round, both in this
+//! process and to the same cut:
+//! - `boot-diskview-servers`: the plan an api server makes from the catalog (read from the
+//!   `<stream>_CATALOG` bucket), booted with the api server's own remote sources over gRPC;
+//! - `boot-replay`: an empty Memory View catching up from the JetStream log (a log reader,
+//!   as a Memory View without Disk Views would).
+//!
+//! Both boots must give the same items at the same index. `bytes` is what crossed the
+//! cluster's bridge into this host (`/sys/class/net/<bridge>/statistics/rx_bytes`: frames
+//! with their TCP/IP headers; with `--loopback` the loopback device's, which other cluster
+//! traffic shares).
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _};
+use futures::stream::{FuturesUnordered, StreamExt as _};
+use hyper::Method;
+use serde::Serialize;
+use spindle_bench::report::{
+    print_rounds_json, print_spreads, print_summaries, round_order, spread_of, Summary, Target,
+};
+use spindle_bench::serve_child::ServeChild;
+use spindle_core::{Index, ItemKey, Partition, Value};
+use spindle_server::client::HttpClient;
+use spindle_view::{BootProgress, MemoryView};
+
+use crate::cluster::state::{self, Network};
+
+const EVENT_JSON: &str = r#"{"Type":"ItemCreated","ItemId":"1324"}"#;
+const NODES: u64 = 10_000;
+const RAW_STREAM: &str = "SPINDLE_BENCH_RAW";
+const RAW_SUBJECT: &str = "spnbench.raw";
+const APPEND_SYSTEMS: [&str; 3] = ["spindle-jetstream", "jetstream-raw", "spindle-file"];
+const BOOT_SYSTEMS: [&str; 2] = ["boot-diskview-servers", "boot-replay"];
+/// Longest wait for the Disk View servers to apply the loaded graph.
+const APPLY_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Options of `spindle bench cluster`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Events each append system appends per round.
+    #[arg(long, default_value_t = 100_000)]
+    pub events: u64,
+    /// Clients appending at once (HTTP requests in flight; for `jetstream-raw`, publishes
+    /// awaiting their acks).
+    #[arg(long, default_value_t = 64)]
+    pub clients: usize,
+    /// Disk View servers (one partition each) the Memory View boots from.
+    #[arg(long, default_value_t = 4)]
+    pub partitions: u64,
+    /// Nodes of the graph loaded for the boots (`spindle gen`).
+    #[arg(long, default_value_t = 20_000)]
+    pub nodes: u64,
+    /// Edges of the graph loaded for the boots.
+    #[arg(long, default_value_t = 80_000)]
+    pub edges: u64,
+    /// Versions per item of the graph (on average).
+    #[arg(long, default_value_t = 4)]
+    pub versions: u64,
+    /// Rounds: every system runs once per round, in an order rotated each round.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Comma-separated systems to run.
+    #[arg(
+        long,
+        default_value = "spindle-jetstream,jetstream-raw,spindle-file,boot-diskview-servers,boot-replay"
+    )]
+    pub systems: String,
+    /// Run the cluster on 127.0.0.1 instead of network namespaces (the default when not root).
+    #[arg(long)]
+    pub loopback: bool,
+    /// The nats-server binary (default: where scripts/nats.sh installs it).
+    #[arg(long, env = "SPINDLE_NATS_SERVER")]
+    pub nats_server: Option<PathBuf>,
+    /// Directory for the cluster and the file log (a real disk, not tmpfs). Removed afterwards.
+    #[arg(long, default_value = "spindle-bench-data")]
+    pub dir: PathBuf,
+    /// Print one JSON object per system and round, then one per target (`"summary": true`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One system's result in one round.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub system: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub items: Option<u64>,
+    /// Appends: user bytes (key + JSON value). Boots: bytes received from the network.
+    pub bytes: u64,
+    pub seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub items_per_s: Option<f64>,
+    /// Boots: bytes received per item of the booted view.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_per_item: Option<f64>,
+    /// Appends: median and 99th percentile time from request to acknowledgement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_ack_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_ack_us: Option<f64>,
+}
+
+impl Row {
+    fn rate(&self) -> f64 {
+        self.events_per_s.or(self.items_per_s).unwrap_or(0.0)
+    }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    ensure!(
+        args.events > 0 && args.clients > 0 && args.rounds > 0,
+        "--events, --clients and --rounds must be > 0"
+    );
+    ensure!(args.partitions > 0, "--partitions must be > 0");
+    let systems: Vec<&str> = args.systems.split(',').map(str::trim).collect();
+    for s in &systems {
+        ensure!(
+            APPEND_SYSTEMS.contains(s) || BOOT_SYSTEMS.contains(s),
+            "unknown system {s:?}; known: {}, {}",
+            APPEND_SYSTEMS.join(", "),
+            BOOT_SYSTEMS.join(", ")
+        );
+    }
+    let appends: Vec<&str> = systems
+        .iter()
+        .copied()
+        .filter(|s| APPEND_SYSTEMS.contains(s))
+        .collect();
+    let boots: Vec<&str> = systems
+        .iter()
+        .copied()
+        .filter(|s| BOOT_SYSTEMS.contains(s))
+        .collect();
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    let base = tempfile::Builder::new()
+        .prefix("cluster")
+        .tempdir_in(&args.dir)?;
+    let exe = std::env::current_exe().context("finding the spindle binary")?;
+    let loopback = args.loopback || !crate::cluster::netns::is_root();
+    let cluster = Cluster::up(&exe, &base.path().join("cluster"), args, loopback)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut rounds: Vec<Vec<Row>> = vec![Vec::new(); args.rounds];
+    for (round, rows) in rounds.iter_mut().enumerate() {
+        for system in round_order(&appends, round) {
+            eprintln!(
+                "bench cluster: round {}/{}: {system} ...",
+                round + 1,
+                args.rounds
+            );
+            let row = match system {
+                "spindle-jetstream" => rt.block_on(http_appends(
+                    system,
+                    &HttpClient::new(&cluster.api, Some(cluster.token.clone())),
+                    args,
+                ))?,
+                "jetstream-raw" => rt.block_on(raw_publishes(&cluster, args))?,
+                "spindle-file" => {
+                    let data = base.path().join(format!("file-{round}"));
+                    let server = ServeChild::start(&exe, &file_serve_args(args, &data))?;
+                    let client = HttpClient::new(&server.http_addr, None);
+                    let row = rt.block_on(http_appends(system, &client, args))?;
+                    server.stop()?;
+                    std::fs::remove_dir_all(&data)?;
+                    row
+                }
+                other => bail!("unknown system {other:?}"),
+            };
+            eprintln!("bench cluster: {system}: {:.0} events/s", row.rate());
+            rows.push(row);
+        }
+    }
+    if !boots.is_empty() {
+        let head = rt.block_on(load_graph(&cluster, args))?;
+        let views = rt.block_on(wait_for_disk_views(&cluster, head))?;
+        let mut reference: Option<(Index, spindle_view::memory::Items)> = None;
+        for (round, rows) in rounds.iter_mut().enumerate() {
+            for system in round_order(&boots, round) {
+                eprintln!(
+                    "bench cluster: round {}/{}: {system} ...",
+                    round + 1,
+                    args.rounds
+                );
+                let (row, view) = match system {
+                    "boot-diskview-servers" => boot_remote(&cluster, &views, head, &rt)?,
+                    "boot-replay" => boot_replay(&cluster, head)?,
+                    other => bail!("unknown system {other:?}"),
+                };
+                // Both boots must hold the same items at the same index.
+                let snapshot = view.snapshot();
+                match &reference {
+                    None => reference = Some(snapshot),
+                    Some(r) => ensure!(
+                        *r == snapshot,
+                        "{system} booted a different view than the first boot (index {} \
+                         against {}, {} items against {})",
+                        snapshot.0,
+                        r.0,
+                        snapshot.1.len(),
+                        r.1.len()
+                    ),
+                }
+                eprintln!(
+                    "bench cluster: {system}: {:.2} s, {:.0} bytes per item",
+                    row.seconds,
+                    row.bytes_per_item.unwrap_or(0.0)
+                );
+                rows.push(row);
+            }
+        }
+    }
+    cluster.down()?;
+    drop(base);
+    let _ = std::fs::remove_dir(&args.dir);
+    let summaries = verdicts(&rounds);
+    if args.json {
+        return print_rounds_json(&rounds, &summaries);
+    }
+    print_medians(&systems, &rounds);
+    println!();
+    print_summaries(&summaries);
+    Ok(())
+}
+
+fn find<'a>(rows: &'a [Row], system: &str) -> Option<&'a Row> {
+    rows.iter().find(|r| r.system == system)
+}
+
+/// The issue's targets, each judged on the median of the per-round ratios.
+fn verdicts(rounds: &[Vec<Row>]) -> Vec<Summary> {
+    let ratio = |a: &str, b: &str, f: fn(&Row, &Row) -> f64| {
+        spindle_bench::report::per_round(rounds, |rows| Some(f(find(rows, a)?, find(rows, b)?)))
+    };
+    [
+        Summary::judge(
+            "spindle-jetstream / jetstream-raw (events/s)",
+            &ratio("spindle-jetstream", "jetstream-raw", |a, b| {
+                a.rate() / b.rate()
+            }),
+            Target::AtLeast(0.8),
+        ),
+        Summary::judge(
+            "boot-replay / boot-diskview-servers (seconds; boot from Disk View servers this many times faster)",
+            &ratio("boot-replay", "boot-diskview-servers", |a, b| {
+                a.seconds / b.seconds
+            }),
+            Target::AtLeast(2.0),
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+fn print_medians(systems: &[&str], rounds: &[Vec<Row>]) {
+    let rows: Vec<(String, Vec<Option<spindle_bench::report::Spread>>)> = systems
+        .iter()
+        .map(|&system| {
+            let of = |f: fn(&Row) -> Option<f64>| {
+                spread_of(
+                    rounds,
+                    |rows| find(rows, system),
+                    move |r| f(r).unwrap_or(f64::NAN),
+                )
+            };
+            (
+                system.to_owned(),
+                vec![
+                    of(|r| Some(r.rate())),
+                    of(|r| Some(r.seconds)),
+                    of(|r| r.p50_ack_us),
+                    of(|r| r.p99_ack_us),
+                    of(|r| r.bytes_per_item),
+                ],
+            )
+        })
+        .collect();
+    print_spreads(
+        "system",
+        &[
+            ("events or items/s", 0),
+            ("seconds", 2),
+            ("p50 ack µs", 0),
+            ("p99 ack µs", 0),
+            ("bytes/item", 0),
+        ],
+        &rows,
+    );
+}
+
+/// The cluster the bench started; stopped when dropped if `down` was not called.
+struct Cluster {
+    exe: PathBuf,
+    dir: PathBuf,
+    api: String,
+    token: String,
+    nats: Vec<String>,
+    monitors: Vec<String>,
+    stream: String,
+    /// Where the bytes a boot receives are counted.
+    rx_device: String,
+    stopped: bool,
+}
+
+impl Cluster {
+    fn up(exe: &Path, dir: &Path, args: &Args, loopback: bool) -> anyhow::Result<Cluster> {
+        let mut cmd = Command::new(exe);
+        cmd.args(["cluster", "up", "--dir"])
+            .arg(dir)
+            .args([
+                "--nats",
+                "3",
+                "--replicas",
+                "1",
+                "--api",
+                "1",
+                "--partitions",
+            ])
+            .arg(args.partitions.to_string());
+        if loopback {
+            cmd.arg("--loopback");
+        }
+        if let Some(nats) = &args.nats_server {
+            cmd.arg("--nats-server").arg(nats);
+        }
+        eprintln!(
+            "bench cluster: starting the cluster in {} ...",
+            dir.display()
+        );
+        // Its table goes to stderr: stdout is the bench's results.
+        let out = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?))
+            .stderr(Stdio::inherit())
+            .status()
+            .context("running spindle cluster up")?;
+        let mut cluster = Cluster {
+            exe: exe.to_owned(),
+            dir: dir.to_owned(),
+            api: String::new(),
+            token: String::new(),
+            nats: Vec::new(),
+            monitors: Vec::new(),
+            stream: String::new(),
+            rx_device: "lo".to_owned(),
+            stopped: false,
+        };
+        if !out.success() {
+            bail!("spindle cluster up failed ({out})");
+        }
+        let c = state::load(dir)?.context("spindle cluster up left no cluster state")?;
+        cluster.token = std::fs::read_to_string(dir.join(state::TOKEN_FILE))?
+            .trim()
+            .to_owned();
+        cluster.api = c
+            .members
+            .iter()
+            .find(|m| m.role == crate::cluster::plan::API_ROLE)
+            .and_then(|m| m.http_url())
+            .context("the cluster has no api server")?;
+        cluster.nats = c
+            .members
+            .iter()
+            .filter_map(|m| m.nats_client_url())
+            .collect();
+        cluster.monitors = c.members.iter().filter_map(|m| m.monitor_url()).collect();
+        cluster.stream = c.stream.clone();
+        if let Network::Namespaces { bridge, .. } = &c.network {
+            cluster.rx_device = bridge.clone();
+        }
+        Ok(cluster)
+    }
+
+    fn down(mut self) -> anyhow::Result<()> {
+        self.stopped = true;
+        let status = Command::new(&self.exe)
+            .args(["cluster", "down", "--dir"])
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .status()?;
+        ensure!(status.success(), "spindle cluster down failed ({status})");
+        Ok(())
+    }
+
+    fn rx_bytes(&self) -> anyhow::Result<u64> {
+        let path = format!("/sys/class/net/{}/statistics/rx_bytes", self.rx_device);
+        Ok(std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {path}"))?
+            .trim()
+            .parse()?)
+    }
+
+    fn log_config(&self) -> spindle_log::jetstream::JetStreamConfig {
+        let mut config =
+            spindle_log::jetstream::JetStreamConfig::new(self.nats.clone(), self.monitors.clone());
+        config.stream = self.stream.clone();
+        config.replicas = 3.min(self.nats.len());
+        config
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = Command::new(&self.exe)
+                .args(["cluster", "down", "--dir"])
+                .arg(&self.dir)
+                .stdout(Stdio::null())
+                .status();
+        }
+    }
+}
+
+use std::os::fd::AsFd as _;
+
+fn key_of(j: u64) -> String {
+    format!("users/{}", j % NODES)
+}
+
+fn user_bytes(j: u64) -> u64 {
+    (key_of(j).len() + EVENT_JSON.len()) as u64
+}
+
+fn histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds")
+}
+
+fn file_serve_args(args: &Args, data: &Path) -> Vec<String> {
+    vec![
+        "--data-dir".into(),
+        data.to_string_lossy().into_owned(),
+        "--disk-partitions".into(),
+        args.partitions.to_string(),
+        "--http-listen".into(),
+        "127.0.0.1:0".into(),
+        "--grpc-listen".into(),
+        "127.0.0.1:0".into(),
+    ]
+}
+
+/// `args.events` events, each `POST /v1/txn` alone, `args.clients` requests in flight.
+async fn http_appends(system: &str, client: &HttpClient, args: &Args) -> anyhow::Result<Row> {
+    let bodies: Arc<Vec<Vec<u8>>> = Arc::new(
+        (0..NODES)
+            .map(|j| {
+                format!(
+                    r#"{{"writes":[{{"item":{{"kind":"node","id":"{}"}},"value":{EVENT_JSON}}}]}}"#,
+                    key_of(j)
+                )
+                .into_bytes()
+            })
+            .collect(),
+    );
+    let next = AtomicU64::new(0);
+    let start = Instant::now();
+    let workers = (0..args.clients).map(|_| async {
+        let mut h = histogram();
+        loop {
+            let j = next.fetch_add(1, Ordering::Relaxed);
+            if j >= args.events {
+                return anyhow::Ok(h);
+            }
+            let t = Instant::now();
+            let body = bodies[(j % NODES) as usize].clone();
+            let (code, answer) = client.request(Method::POST, "/v1/txn", Some(body)).await?;
+            ensure!(
+                code.is_success(),
+                "{system}: /v1/txn answered {code}: {}",
+                String::from_utf8_lossy(&answer)
+            );
+            h.record((t.elapsed().as_micros() as u64).max(1))?;
+        }
+    });
+    let mut h = histogram();
+    for worker in futures::future::join_all(workers).await {
+        h.add(worker?)?;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(append_row(system, args.events, seconds, &h))
+}
+
+fn append_row(system: &str, events: u64, seconds: f64, h: &hdrhistogram::Histogram<u64>) -> Row {
+    Row {
+        system: system.to_owned(),
+        events: Some(events),
+        items: None,
+        bytes: (0..events).map(user_bytes).sum(),
+        seconds,
+        events_per_s: Some(events as f64 / seconds),
+        items_per_s: None,
+        bytes_per_item: None,
+        p50_ack_us: Some(h.value_at_quantile(0.5) as f64),
+        p99_ack_us: Some(h.value_at_quantile(0.99) as f64),
+    }
+}
+
+/// One JetStream publish per event, of the size of Spindle's record payload for it, with
+/// `args.clients` acks awaited at once, on a stream of the bench's own (created fresh,
+/// deleted afterwards).
+async fn raw_publishes(cluster: &Cluster, args: &Args) -> anyhow::Result<Row> {
+    use async_nats::jetstream::{self, stream};
+    let servers: Vec<async_nats::ServerAddr> = cluster
+        .nats
+        .iter()
+        .map(|u| u.parse())
+        .collect::<Result<_, _>>()?;
+    let client = async_nats::connect(servers).await?;
+    let js = jetstream::new(client);
+    let _ = js.delete_stream(RAW_STREAM).await;
+    js.create_stream(stream::Config {
+        name: RAW_STREAM.to_owned(),
+        subjects: vec![RAW_SUBJECT.to_owned()],
+        num_replicas: 3.min(cluster.nats.len()),
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("creating the stream {RAW_STREAM}: {e}"))?;
+    let value = Value::json(EVENT_JSON)?;
+    let payloads: Vec<bytes::Bytes> = (0..NODES)
+        .map(|j| {
+            let key = ItemKey::node(key_of(j))?;
+            let len = spindle_core::record::encoded_payload_len(&key, &value);
+            Ok(bytes::Bytes::from(vec![b'x'; len]))
+        })
+        .collect::<Result<_, spindle_core::InputError>>()?;
+    let mut h = histogram();
+    let start = Instant::now();
+    let mut inflight = FuturesUnordered::new();
+    let mut next = 0u64;
+    while next < args.events || !inflight.is_empty() {
+        while next < args.events && inflight.len() < args.clients {
+            let t = Instant::now();
+            let ack = js
+                .publish(RAW_SUBJECT, payloads[(next % NODES) as usize].clone())
+                .await
+                .map_err(|e| anyhow::anyhow!("publishing: {e}"))?;
+            inflight.push(async move { (ack.await, t) });
+            next += 1;
+        }
+        if let Some((ack, t)) = inflight.next().await {
+            ack.map_err(|e| anyhow::anyhow!("a publish was not acknowledged: {e}"))?;
+            h.record((t.elapsed().as_micros() as u64).max(1))?;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let _ = js.delete_stream(RAW_STREAM).await;
+    Ok(append_row("jetstream-raw", args.events, seconds, &h))
+}
+
+/// Load `spindle gen`'s graph through the api server; the commit index of its last write.
+async fn load_graph(cluster: &Cluster, args: &Args) -> anyhow::Result<Index> {
+    let spec = spindle_bench::graph::GraphSpec {
+        nodes: args.nodes,
+        edges: args.edges,
+        versions: args.versions,
+        seed: 7,
+    };
+    let mut lines = Vec::new();
+    spindle_bench::graph::generate(&spec, |key, value| {
+        lines.extend_from_slice(spindle_bench::graph::json_line(&key, &value).as_bytes());
+        lines.push(b'\n');
+    });
+    eprintln!(
+        "bench cluster: loading the graph ({:.1} MB) through the api server ...",
+        lines.len() as f64 / 1e6
+    );
+    let client = HttpClient::new(&cluster.api, Some(cluster.token.clone()));
+    let report = spindle_server::load::load(&client, Cursor::new(lines), 1000, 8, |_| {}).await?;
+    Ok(Index::new(report.last_index))
+}
+
+/// The Disk Views of the catalog once every one has applied `head`.
+async fn wait_for_disk_views(
+    cluster: &Cluster,
+    head: Index,
+) -> anyhow::Result<Vec<spindle_server::remote::RemoteView>> {
+    let servers: Vec<async_nats::ServerAddr> = cluster
+        .nats
+        .iter()
+        .map(|u| u.parse())
+        .collect::<Result<_, _>>()?;
+    let js = async_nats::jetstream::new(async_nats::connect(servers).await?);
+    let bucket = format!("{}_CATALOG", cluster.stream);
+    let kv = js
+        .get_key_value(&bucket)
+        .await
+        .map_err(|e| anyhow::anyhow!("opening the catalog {bucket}: {e}"))?;
+    let start = Instant::now();
+    loop {
+        let mut others = Vec::new();
+        let mut keys = kv
+            .keys()
+            .await
+            .map_err(|e| anyhow::anyhow!("listing {bucket}: {e}"))?;
+        while let Some(key) = keys.next().await {
+            let key = key.map_err(|e| anyhow::anyhow!("listing {bucket}: {e}"))?;
+            let Some(value) = kv
+                .get(&key)
+                .await
+                .map_err(|e| anyhow::anyhow!("reading {bucket}/{key}: {e}"))?
+            else {
+                continue;
+            };
+            let Ok(entry) = serde_json::from_slice(&value) else {
+                continue;
+            };
+            others.push(spindle_server::catalog::Other {
+                name: key,
+                stale: false,
+                entry,
+            });
+        }
+        let views = spindle_server::remote::remote_views(&others);
+        let lagging = views.iter().filter(|v| v.applied < head).count();
+        if views.len() as u64 >= cluster_partitions(&views) && !views.is_empty() && lagging == 0 {
+            eprintln!(
+                "bench cluster: {} Disk View servers applied index {head}",
+                views.len()
+            );
+            return Ok(views);
+        }
+        ensure!(
+            start.elapsed() < APPLY_TIMEOUT,
+            "the Disk View servers did not apply index {head} within {APPLY_TIMEOUT:?} \
+             ({lagging} of {} behind)",
+            views.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Distinct partitions among `views` (every one must be there before booting).
+fn cluster_partitions(views: &[spindle_server::remote::RemoteView]) -> u64 {
+    let mut ranges: Vec<_> = views.iter().map(|v| (v.range.lo(), v.range.hi())).collect();
+    ranges.sort_unstable();
+    ranges.dedup();
+    ranges.len() as u64
+}
+
+/// The Memory View booted as an api server boots it: view selection over the catalog's
+/// Disk Views to the cut `head`, streams over gRPC from the chosen servers.
+fn boot_remote(
+    cluster: &Cluster,
+    views: &[spindle_server::remote::RemoteView],
+    head: Index,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<(Row, MemoryView)> {
+    let request = spindle_view::SelectRequest {
+        range: Partition::ALL,
+        role: spindle_view::Role::Iteration,
+        head,
+        lag_records_max: 0,
+    };
+    let plan = spindle_view::select(&spindle_server::remote::selection_catalog(views), &request)
+        .map_err(|e| anyhow::anyhow!("no plan over the catalog: {e}"))?;
+    ensure!(
+        plan.cut == head,
+        "the plan's cut {} is not the head {head}",
+        plan.cut
+    );
+    let progress = BootProgress::default();
+    let rx = cluster.rx_bytes()?;
+    let start = Instant::now();
+    let sources = spindle_server::remote::plan_sources(
+        &plan,
+        views,
+        Some(cluster.token.clone()),
+        rt.handle().clone(),
+    );
+    let view = MemoryView::boot(Partition::ALL, &plan, |id| sources.get(id), &progress)
+        .map_err(|e| anyhow::anyhow!("booting from the Disk View servers: {e}"))?;
+    let seconds = start.elapsed().as_secs_f64();
+    let bytes = cluster.rx_bytes()? - rx;
+    Ok((
+        boot_row("boot-diskview-servers", &view, bytes, seconds),
+        view,
+    ))
+}
+
+/// An empty Memory View caught up from the JetStream log to `head`.
+fn boot_replay(cluster: &Cluster, head: Index) -> anyhow::Result<(Row, MemoryView)> {
+    let log = spindle_log::jetstream::JetStreamLog::open_reader(cluster.log_config())
+        .map_err(|e| anyhow::anyhow!("opening a reader of the stream: {e}"))?;
+    let opened = Instant::now();
+    while spindle_log::Log::durable_index(&log) < head {
+        ensure!(
+            opened.elapsed() < Duration::from_secs(30),
+            "the log reader did not see index {head}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let rx = cluster.rx_bytes()?;
+    let start = Instant::now();
+    let view = MemoryView::new(Partition::ALL);
+    futures::executor::block_on(spindle_view::follow::catch_up(&view, &log))
+        .map_err(|e| anyhow::anyhow!("replaying the log: {e}"))?;
+    let seconds = start.elapsed().as_secs_f64();
+    let bytes = cluster.rx_bytes()? - rx;
+    futures::executor::block_on(log.close());
+    ensure!(
+        view.applied_index() == head,
+        "the replay stopped at {} before the head {head}",
+        view.applied_index()
+    );
+    Ok((boot_row("boot-replay", &view, bytes, seconds), view))
+}
+
+fn boot_row(system: &str, view: &MemoryView, bytes: u64, seconds: f64) -> Row {
+    let items = view.len() as u64;
+    Row {
+        system: system.to_owned(),
+        events: None,
+        items: Some(items),
+        bytes,
+        seconds,
+        events_per_s: None,
+        items_per_s: Some(items as f64 / seconds),
+        bytes_per_item: Some(bytes as f64 / items.max(1) as f64),
+        p50_ack_us: None,
+        p99_ack_us: None,
+    }
+}
