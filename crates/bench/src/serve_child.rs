@@ -83,6 +83,11 @@ impl ServeChild {
         })
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `GET /v1/status` as JSON.
     pub fn status(&self) -> anyhow::Result<serde_json::Value> {
         let (code, body) = self
@@ -180,6 +185,14 @@ fn parse_bound(rest: &str) -> Option<(String, String)> {
             .map(str::to_owned)
     };
     Some((field("http=")?, field("grpc=")?))
+}
+
+/// User plus system CPU seconds of process `pid` so far (all its threads, exited ones
+/// included), from `/proc/<pid>/stat`.
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    Ok(cpu_ticks(&stat)? as f64 / clock_ticks_per_second()?)
 }
 
 /// `utime + stime` (fields 14 and 15) of a `/proc/<pid>/stat` line, in clock ticks. The

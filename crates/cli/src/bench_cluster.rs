@@ -4,7 +4,8 @@
 //!
 //! Setup: `spindle cluster up` (3 NATS servers with the stream at 3 replicas, `--partitions`
 //! Disk View servers with one replica each, one api server), in network namespaces when this
-//! runs as root, else `--loopback`; `spindle cluster down` at the end, also after an error.
+//! runs as root, else `--loopback`, with `--no-truncate` so the whole log stays to replay;
+//! `spindle cluster down` at the end, also after an error.
 //!
 //! Appends (the event-store workload of `bench log`: each event its own one-record
 //! transaction on node `users/{j mod 10000}`), `--clients` at once, per round:
@@ -14,6 +15,8 @@
 //!   replicas, file storage), one message per event with the payload size of Spindle's record
 //!   of that event, `--clients` publishes awaiting their acks at once — JetStream's rate at
 //!   the same message sizes without Spindle's batching;
+//! - `jetstream-raw-batch`: the same messages as atomic batches of `--clients` messages (the
+//!   way Spindle's appender publishes a group commit), one batch awaiting its ack at a time;
 //! - `spindle-file`: the same HTTP clients against a `spindle serve` on the embedded file log
 //!   (`--disk-partitions` Disk Views and a Memory View, like the cluster's members together).
 //!
@@ -55,7 +58,12 @@ const EVENT_JSON: &str = r#"{"Type":"ItemCreated","ItemId":"1324"}"#;
 const NODES: u64 = 10_000;
 const RAW_STREAM: &str = "SPINDLE_BENCH_RAW";
 const RAW_SUBJECT: &str = "spnbench.raw";
-const APPEND_SYSTEMS: [&str; 3] = ["spindle-jetstream", "jetstream-raw", "spindle-file"];
+const APPEND_SYSTEMS: [&str; 4] = [
+    "spindle-jetstream",
+    "jetstream-raw",
+    "jetstream-raw-batch",
+    "spindle-file",
+];
 const BOOT_SYSTEMS: [&str; 2] = ["boot-diskview-servers", "boot-replay"];
 /// Longest wait for the Disk View servers to apply the loaded graph.
 const APPLY_TIMEOUT: Duration = Duration::from_secs(600);
@@ -88,7 +96,7 @@ pub struct Args {
     /// Comma-separated systems to run.
     #[arg(
         long,
-        default_value = "spindle-jetstream,jetstream-raw,spindle-file,boot-diskview-servers,boot-replay"
+        default_value = "spindle-jetstream,jetstream-raw,jetstream-raw-batch,spindle-file,boot-diskview-servers,boot-replay"
     )]
     pub systems: String,
     /// Run the cluster on 127.0.0.1 instead of network namespaces (the default when not root).
@@ -123,6 +131,16 @@ pub struct Row {
     /// Boots: bytes received per item of the booted view.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes_per_item: Option<f64>,
+    /// Appends: CPU seconds the servers spent meanwhile (every NATS server and Spindle
+    /// process of the cluster, or the file log's `spindle serve`), and this process (the
+    /// clients, or the raw publisher).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cpu_s: Option<f64>,
+    /// Appends on the cluster: the part of `server_cpu_s` the NATS servers spent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_cpu_s: Option<f64>,
     /// Appends: median and 99th percentile time from request to acknowledgement.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p50_ack_us: Option<f64>,
@@ -181,24 +199,34 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 round + 1,
                 args.rounds
             );
-            let row = match system {
+            let cpu = Cpu::start(&cluster.pids)?;
+            let nats_cpu = Cpu::start(&cluster.nats_pids)?;
+            let mut row = match system {
                 "spindle-jetstream" => rt.block_on(http_appends(
                     system,
                     &HttpClient::new(&cluster.api, Some(cluster.token.clone())),
                     args,
                 ))?,
-                "jetstream-raw" => rt.block_on(raw_publishes(&cluster, args))?,
+                "jetstream-raw" => rt.block_on(raw_publishes(&cluster, args, false))?,
+                "jetstream-raw-batch" => rt.block_on(raw_publishes(&cluster, args, true))?,
                 "spindle-file" => {
                     let data = base.path().join(format!("file-{round}"));
                     let server = ServeChild::start(&exe, &file_serve_args(args, &data))?;
                     let client = HttpClient::new(&server.http_addr, None);
-                    let row = rt.block_on(http_appends(system, &client, args))?;
+                    let own = Cpu::start(&[server.pid()])?;
+                    let mut row = rt.block_on(http_appends(system, &client, args))?;
+                    row.server_cpu_s = Some(own.servers()?);
                     server.stop()?;
                     std::fs::remove_dir_all(&data)?;
                     row
                 }
                 other => bail!("unknown system {other:?}"),
             };
+            if row.server_cpu_s.is_none() {
+                row.server_cpu_s = Some(cpu.servers()?);
+                row.nats_cpu_s = Some(nats_cpu.servers()?);
+            }
+            row.client_cpu_s = Some(cpu.own()?);
             eprintln!("bench cluster: {system}: {:.0} events/s", row.rate());
             rows.push(row);
         }
@@ -304,6 +332,9 @@ fn print_medians(systems: &[&str], rounds: &[Vec<Row>]) {
                     of(|r| r.p50_ack_us),
                     of(|r| r.p99_ack_us),
                     of(|r| r.bytes_per_item),
+                    of(|r| Some(r.server_cpu_s? * 1e6 / r.events? as f64)),
+                    of(|r| Some(r.nats_cpu_s? * 1e6 / r.events? as f64)),
+                    of(|r| Some(r.client_cpu_s? * 1e6 / r.events? as f64)),
                 ],
             )
         })
@@ -316,6 +347,9 @@ fn print_medians(systems: &[&str], rounds: &[Vec<Row>]) {
             ("p50 ack µs", 0),
             ("p99 ack µs", 0),
             ("bytes/item", 0),
+            ("server CPU µs/event", 0),
+            ("of it NATS", 0),
+            ("client CPU µs/event", 0),
         ],
         &rows,
     );
@@ -332,7 +366,42 @@ struct Cluster {
     stream: String,
     /// Where the bytes a boot receives are counted.
     rx_device: String,
+    /// Every member's process.
+    pids: Vec<u32>,
+    /// The NATS servers' processes (among `pids`).
+    nats_pids: Vec<u32>,
     stopped: bool,
+}
+
+/// CPU seconds of some processes and of this one since `start`.
+struct Cpu {
+    pids: Vec<u32>,
+    servers: f64,
+    own: f64,
+}
+
+impl Cpu {
+    fn start(pids: &[u32]) -> anyhow::Result<Cpu> {
+        Ok(Cpu {
+            pids: pids.to_vec(),
+            servers: Self::sum(pids)?,
+            own: spindle_bench::serve_child::cpu_seconds(std::process::id())?,
+        })
+    }
+
+    fn sum(pids: &[u32]) -> anyhow::Result<f64> {
+        pids.iter()
+            .map(|&p| spindle_bench::serve_child::cpu_seconds(p))
+            .sum()
+    }
+
+    fn servers(&self) -> anyhow::Result<f64> {
+        Ok(Self::sum(&self.pids)? - self.servers)
+    }
+
+    fn own(&self) -> anyhow::Result<f64> {
+        Ok(spindle_bench::serve_child::cpu_seconds(std::process::id())? - self.own)
+    }
 }
 
 impl Cluster {
@@ -347,6 +416,7 @@ impl Cluster {
                 "1",
                 "--api",
                 "1",
+                "--no-truncate",
                 "--partitions",
             ])
             .arg(args.partitions.to_string());
@@ -376,6 +446,8 @@ impl Cluster {
             monitors: Vec::new(),
             stream: String::new(),
             rx_device: "lo".to_owned(),
+            pids: Vec::new(),
+            nats_pids: Vec::new(),
             stopped: false,
         };
         if !out.success() {
@@ -398,6 +470,17 @@ impl Cluster {
             .collect();
         cluster.monitors = c.members.iter().filter_map(|m| m.monitor_url()).collect();
         cluster.stream = c.stream.clone();
+        cluster.pids = c.members.iter().filter_map(|m| m.pid).collect();
+        cluster.nats_pids = c
+            .members
+            .iter()
+            .filter(|m| m.is_nats())
+            .filter_map(|m| m.pid)
+            .collect();
+        ensure!(
+            cluster.pids.len() == c.members.len(),
+            "a member of the cluster did not start"
+        );
         if let Network::Namespaces { bridge, .. } = &c.network {
             cluster.rx_device = bridge.clone();
         }
@@ -522,15 +605,19 @@ fn append_row(system: &str, events: u64, seconds: f64, h: &hdrhistogram::Histogr
         events_per_s: Some(events as f64 / seconds),
         items_per_s: None,
         bytes_per_item: None,
+        server_cpu_s: None,
+        client_cpu_s: None,
+        nats_cpu_s: None,
         p50_ack_us: Some(h.value_at_quantile(0.5) as f64),
         p99_ack_us: Some(h.value_at_quantile(0.99) as f64),
     }
 }
 
-/// One JetStream publish per event, of the size of Spindle's record payload for it, with
-/// `args.clients` acks awaited at once, on a stream of the bench's own (created fresh,
-/// deleted afterwards).
-async fn raw_publishes(cluster: &Cluster, args: &Args) -> anyhow::Result<Row> {
+/// One JetStream message per event, of the size of Spindle's record payload for it, on a
+/// stream of the bench's own (created fresh, deleted afterwards): with `batch`, atomic
+/// batches of `args.clients` messages, one awaiting its ack at a time; else single publishes
+/// with `args.clients` acks awaited at once.
+async fn raw_publishes(cluster: &Cluster, args: &Args, batch: bool) -> anyhow::Result<Row> {
     use async_nats::jetstream::{self, stream};
     let servers: Vec<async_nats::ServerAddr> = cluster
         .nats
@@ -538,13 +625,14 @@ async fn raw_publishes(cluster: &Cluster, args: &Args) -> anyhow::Result<Row> {
         .map(|u| u.parse())
         .collect::<Result<_, _>>()?;
     let client = async_nats::connect(servers).await?;
-    let js = jetstream::new(client);
+    let js = jetstream::new(client.clone());
     let _ = js.delete_stream(RAW_STREAM).await;
     js.create_stream(stream::Config {
         name: RAW_STREAM.to_owned(),
         subjects: vec![RAW_SUBJECT.to_owned()],
         num_replicas: 3.min(cluster.nats.len()),
         storage: stream::StorageType::File,
+        allow_atomic_publish: batch,
         ..Default::default()
     })
     .await
@@ -557,28 +645,67 @@ async fn raw_publishes(cluster: &Cluster, args: &Args) -> anyhow::Result<Row> {
             Ok(bytes::Bytes::from(vec![b'x'; len]))
         })
         .collect::<Result<_, spindle_core::InputError>>()?;
+    let payload = |j: u64| payloads[(j % NODES) as usize].clone();
     let mut h = histogram();
     let start = Instant::now();
-    let mut inflight = FuturesUnordered::new();
     let mut next = 0u64;
-    while next < args.events || !inflight.is_empty() {
-        while next < args.events && inflight.len() < args.clients {
+    if batch {
+        let mut batch_no = 0u64;
+        while next < args.events {
+            let n = (args.events - next).min(args.clients as u64);
             let t = Instant::now();
-            let ack = js
-                .publish(RAW_SUBJECT, payloads[(next % NODES) as usize].clone())
-                .await
-                .map_err(|e| anyhow::anyhow!("publishing: {e}"))?;
-            inflight.push(async move { (ack.await, t) });
-            next += 1;
+            batch_no += 1;
+            let id = format!("bench-{batch_no}");
+            for i in 0..n {
+                let mut headers = async_nats::HeaderMap::new();
+                headers.insert("Nats-Batch-Id", id.as_str());
+                headers.insert("Nats-Batch-Sequence", (i + 1).to_string().as_str());
+                if i + 1 < n {
+                    client
+                        .publish_with_headers(RAW_SUBJECT, headers, payload(next + i))
+                        .await?;
+                } else {
+                    headers.insert("Nats-Batch-Commit", "1");
+                    let reply = client
+                        .request_with_headers(RAW_SUBJECT, headers, payload(next + i))
+                        .await?;
+                    let ack: serde_json::Value = serde_json::from_slice(&reply.payload)?;
+                    ensure!(
+                        ack["error"].is_null() && ack["seq"].as_u64() == Some(next + n),
+                        "batch {id} was not stored as sent: {ack}"
+                    );
+                }
+            }
+            let micros = (t.elapsed().as_micros() as u64).max(1);
+            h.record_n(micros, n)?;
+            next += n;
         }
-        if let Some((ack, t)) = inflight.next().await {
-            ack.map_err(|e| anyhow::anyhow!("a publish was not acknowledged: {e}"))?;
-            h.record((t.elapsed().as_micros() as u64).max(1))?;
+    } else {
+        let mut inflight = FuturesUnordered::new();
+        while next < args.events || !inflight.is_empty() {
+            while next < args.events && inflight.len() < args.clients {
+                let t = Instant::now();
+                let ack = js
+                    .publish(RAW_SUBJECT, payload(next))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("publishing: {e}"))?;
+                inflight.push(async move { (ack.await, t) });
+                next += 1;
+            }
+            if let Some((ack, t)) = inflight.next().await {
+                ack.map_err(|e| anyhow::anyhow!("a publish was not acknowledged: {e}"))?;
+                h.record((t.elapsed().as_micros() as u64).max(1))?;
+            }
         }
     }
     let seconds = start.elapsed().as_secs_f64();
     let _ = js.delete_stream(RAW_STREAM).await;
-    Ok(append_row("jetstream-raw", args.events, seconds, &h))
+    let system = if batch {
+        "jetstream-raw-batch"
+    } else {
+        "jetstream-raw"
+    };
+    Ok(append_row(system, args.events, seconds, &h))
 }
 
 /// Load `spindle gen`'s graph through the api server; the commit index of its last write.
@@ -750,6 +877,9 @@ fn boot_row(system: &str, view: &MemoryView, bytes: u64, seconds: f64) -> Row {
         events_per_s: None,
         items_per_s: Some(items as f64 / seconds),
         bytes_per_item: Some(bytes as f64 / items.max(1) as f64),
+        server_cpu_s: None,
+        client_cpu_s: None,
+        nats_cpu_s: None,
         p50_ack_us: None,
         p99_ack_us: None,
     }

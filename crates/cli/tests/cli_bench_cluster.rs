@@ -46,7 +46,12 @@ fn bench_cluster_rotates_rounds_checks_boots_and_stops_the_cluster() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let (summaries, rows): (Vec<_>, Vec<_>) = lines.into_iter().partition(|r| r["summary"] == true);
-    let appends = ["spindle-jetstream", "jetstream-raw", "spindle-file"];
+    let appends = [
+        "spindle-jetstream",
+        "jetstream-raw",
+        "jetstream-raw-batch",
+        "spindle-file",
+    ];
     let boots = ["boot-diskview-servers", "boot-replay"];
     assert_eq!(rows.len(), 2 * (appends.len() + boots.len()), "{rows:#?}");
     for round in 0..2usize {
@@ -83,6 +88,9 @@ fn bench_cluster_rotates_rounds_checks_boots_and_stops_the_cluster() {
             items.push(r["items"].as_u64().unwrap());
         } else {
             assert_eq!(r["events"], 400, "{r}");
+            // The NATS servers' share is measured on the cluster's systems only.
+            let on_cluster = r["system"] != "spindle-file";
+            assert_eq!(r["nats_cpu_s"].is_number(), on_cluster, "{r}");
         }
     }
     // The 400 event nodes users/0 … users/399, then 200 nodes and up to 600 edges (fewer if

@@ -216,6 +216,14 @@ fn api_server_reads_and_boots_through_disk_view_servers() {
         "an api server holds no Disk View: {}",
         status["views"]
     );
+    // The api server appended everything in group commits of its own, and counts them.
+    let log = &status["log"];
+    let (commits, records) = (log["group_commits"].as_u64(), log["records"].as_u64());
+    assert!(
+        commits.is_some_and(|c| c > 0) && records.is_some_and(|r| r >= ITEMS as u64),
+        "{log}"
+    );
+    assert!(commits <= records, "{log}");
     multiget_all(&client);
     drop(api);
 

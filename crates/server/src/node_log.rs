@@ -34,10 +34,15 @@ impl NodeLog {
         }
     }
 
-    /// The file log's counters (group commits, fsyncs, their latency); `None` on JetStream,
-    /// whose servers sync.
+    /// The log's counters: group commits and records (on JetStream, this process's
+    /// appender's), and the file log's fsyncs and their latency (none on JetStream, whose
+    /// servers sync).
     pub fn stats(&self) -> Option<&LogStats> {
-        self.file().map(|f| f.stats())
+        match self {
+            NodeLog::File(f) => Some(f.stats()),
+            #[cfg(feature = "jetstream")]
+            NodeLog::JetStream(j) => Some(j.stats()),
+        }
     }
 
     /// Encoded transactions waiting for the file log's writer (0 on JetStream, whose

@@ -106,10 +106,9 @@ impl Node {
                 appends: self.metrics.appends.load(Relaxed),
                 records_appended: self.metrics.records_appended.load(Relaxed),
                 // On JetStream every index is one record: the durable index counts them.
-                log_records: self
-                    .log
-                    .stats()
-                    .map_or(self.log.durable_index().get(), |s| s.records.load(Relaxed)),
+                log_records: self.log.file().map_or(self.log.durable_index().get(), |f| {
+                    f.stats().records.load(Relaxed)
+                }),
                 intake_queued_bytes: self.log.intake_queued_bytes(),
             },
         }

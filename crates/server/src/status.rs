@@ -80,8 +80,11 @@ pub struct LogStatus {
     pub first_index: u64,
     pub durable_index: u64,
     pub syncs: u64,
+    /// Group commits made durable since open (on JetStream: batches this process's appender
+    /// had acknowledged; 0 on a process that does not append).
     pub group_commits: u64,
-    /// Records made durable since open (records per fsync = `records / syncs`).
+    /// Records made durable since open (records per fsync = `records / syncs`; on JetStream
+    /// the records of this process's group commits, per batch = `records / group_commits`).
     pub records: u64,
     /// fdatasync latency of appends over the last `syncs_in_window` syncs (at most
     /// `spindle_log::SYNC_LATENCY_WINDOW`), in microseconds; absent before the first.

@@ -91,6 +91,10 @@ struct UpArgs {
     /// The JetStream stream holding the log.
     #[arg(long, default_value = "SPINDLE")]
     stream: String,
+    /// Keep the whole log: no member truncates it (for replaying it from the start, as
+    /// `spindle bench cluster` does).
+    #[arg(long)]
+    no_truncate: bool,
     /// The nats-server binary (default: where scripts/nats.sh installs it).
     #[arg(long, env = "SPINDLE_NATS_SERVER")]
     nats_server: Option<PathBuf>,
@@ -144,6 +148,7 @@ fn up(a: &UpArgs) -> anyhow::Result<ExitCode> {
         replicas: a.replicas,
         api: a.api,
         stream: a.stream.clone(),
+        truncate: !a.no_truncate,
     };
     plan::check(&shape).map_err(|e| anyhow!(e))?;
     let subnet = match (&a.subnet, a.loopback) {

@@ -39,6 +39,8 @@ pub struct Shape {
     pub replicas: usize,
     pub api: usize,
     pub stream: String,
+    /// Whether the members truncate the log once enough Disk View replicas cover it.
+    pub truncate: bool,
 }
 
 /// Where the members listen.
@@ -315,8 +317,9 @@ fn spindle_conf(shape: &Shape, name: &str, servers: &[String], monitors: &[Strin
             .join(", ")
     };
     format!(
-        "truncate_replicas_min = {}\n\n[jetstream]\nservers = [{}]\nmonitor_urls = [{}]\n\
+        "truncate = {}\ntruncate_replicas_min = {}\n\n[jetstream]\nservers = [{}]\nmonitor_urls = [{}]\n\
          stream = {:?}\nreplicas = {}\nnode_name = {name:?}\n",
+        shape.truncate,
         truncate_replicas_min(shape),
         list(servers),
         list(monitors),
@@ -360,6 +363,7 @@ mod tests {
             replicas,
             api,
             stream: "SPINDLE".into(),
+            truncate: true,
         }
     }
 
@@ -492,5 +496,21 @@ mod tests {
         assert_eq!(stream_replicas(&shape(5, 1, 1, 1)), 3);
         assert_eq!(stream_replicas(&shape(1, 1, 1, 1)), 1);
         assert_ne!(tag_of(Path::new("/a")), tag_of(Path::new("/b")));
+    }
+
+    #[test]
+    fn no_truncate_reaches_every_spindle_config() {
+        let mut s = shape(3, 2, 1, 1);
+        let conf =
+            |s: &Shape| spindle_conf(s, "dv-0-r0", &["nats://a".into()], &["http://a".into()]);
+        let dir = tempfile::tempdir().unwrap();
+        let parsed = |text: String| {
+            let path = dir.path().join("spindle.toml");
+            std::fs::write(&path, text).unwrap();
+            spindle_server::ServerConfig::from_file(&path).unwrap()
+        };
+        assert!(parsed(conf(&s)).truncate);
+        s.truncate = false;
+        assert!(!parsed(conf(&s)).truncate);
     }
 }

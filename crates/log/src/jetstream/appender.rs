@@ -550,6 +550,8 @@ impl Appender {
                     }
                     self.last = Index::new(last);
                     self.shared.advance_durable(self.last);
+                    self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+                    self.shared.stats.records.fetch_add(n, Ordering::Relaxed);
                     return staged.outcomes;
                 }
                 Verdict::NotWritten if Instant::now() < deadline => attempt += 1,

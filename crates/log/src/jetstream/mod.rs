@@ -149,6 +149,8 @@ pub(crate) struct Shared {
     pub first: AtomicU64,
     failure: Mutex<Option<String>>,
     watcher: Mutex<bool>,
+    /// Group commits (acknowledged batches) and their records; no syncs (the servers sync).
+    pub stats: crate::LogStats,
 }
 
 impl Shared {
@@ -265,6 +267,12 @@ impl JetStreamLog {
     /// retained records, and start the group-commit task.
     pub fn open(config: JetStreamConfig) -> Result<JetStreamLog, JetStreamError> {
         Self::start(config, true)
+    }
+
+    /// Group commits this handle's appender made and their records (`syncs` stays 0: the
+    /// servers sync before they acknowledge).
+    pub fn stats(&self) -> &crate::LogStats {
+        &self.shared.stats
     }
 
     /// Open a handle that reads (and waits for) the stream without taking the lease.
@@ -451,5 +459,6 @@ pub(crate) fn shared(
         first: AtomicU64::new(first.get()),
         failure: Mutex::new(None),
         watcher: Mutex::new(false),
+        stats: crate::LogStats::default(),
     })
 }
