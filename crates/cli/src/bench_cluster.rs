@@ -181,59 +181,36 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .collect();
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("creating {}", args.dir.display()))?;
+    // Removed only once the cluster is down: a cluster that would not stop keeps its state
+    // file, so `spindle cluster down --dir` can still stop it.
     let base = tempfile::Builder::new()
         .prefix("cluster")
-        .tempdir_in(&args.dir)?;
+        .tempdir_in(&args.dir)?
+        .keep();
     let exe = std::env::current_exe().context("finding the spindle binary")?;
-    let loopback = args.loopback || !crate::cluster::netns::is_root();
-    let cluster = Cluster::up(&exe, &base.path().join("cluster"), args, loopback)?;
+    let loopback = args.loopback || !crate::cluster::netns::usable();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
+    let cluster_dir = base.join("cluster");
+    // Members run in sessions of their own, so a terminal's SIGINT does not reach them: the
+    // bench stops them itself when interrupted (also while `cluster up` runs).
+    rt.spawn(stop_on_signal(
+        exe.clone(),
+        cluster_dir.clone(),
+        base.clone(),
+    ));
+    let cluster = Cluster::up(&exe, &cluster_dir, &base, args, loopback)?;
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("bench_cluster::after_up", |_| Err(anyhow::anyhow!(
+        "injected failure after the cluster came up"
+    )));
     let mut rounds: Vec<Vec<Row>> = vec![Vec::new(); args.rounds];
-    for (round, rows) in rounds.iter_mut().enumerate() {
-        for system in round_order(&appends, round) {
-            eprintln!(
-                "bench cluster: round {}/{}: {system} ...",
-                round + 1,
-                args.rounds
-            );
-            let cpu = Cpu::start(&cluster.pids)?;
-            let nats_cpu = Cpu::start(&cluster.nats_pids)?;
-            let mut row = match system {
-                "spindle-jetstream" => rt.block_on(http_appends(
-                    system,
-                    &HttpClient::new(&cluster.api, Some(cluster.token.clone())),
-                    args,
-                ))?,
-                "jetstream-raw" => rt.block_on(raw_publishes(&cluster, args, false))?,
-                "jetstream-raw-batch" => rt.block_on(raw_publishes(&cluster, args, true))?,
-                "spindle-file" => {
-                    let data = base.path().join(format!("file-{round}"));
-                    let server = ServeChild::start(&exe, &file_serve_args(args, &data))?;
-                    let client = HttpClient::new(&server.http_addr, None);
-                    let own = Cpu::start(&[server.pid()])?;
-                    let mut row = rt.block_on(http_appends(system, &client, args))?;
-                    row.server_cpu_s = Some(own.servers()?);
-                    server.stop()?;
-                    std::fs::remove_dir_all(&data)?;
-                    row
-                }
-                other => bail!("unknown system {other:?}"),
-            };
-            if row.server_cpu_s.is_none() {
-                row.server_cpu_s = Some(cpu.servers()?);
-                row.nats_cpu_s = Some(nats_cpu.servers()?);
-            }
-            row.client_cpu_s = Some(cpu.own()?);
-            eprintln!("bench cluster: {system}: {:.0} events/s", row.rate());
-            rows.push(row);
-        }
-    }
+    // Boots first: the log they replay holds the graph only, not the append systems' events.
     if !boots.is_empty() {
         let head = rt.block_on(load_graph(&cluster, args))?;
-        let views = rt.block_on(wait_for_disk_views(&cluster, head))?;
+        let views = rt.block_on(wait_for_disk_views(&cluster, head, args.partitions))?;
         let mut reference: Option<(Index, spindle_view::memory::Items)> = None;
         for (round, rows) in rounds.iter_mut().enumerate() {
             for system in round_order(&boots, round) {
@@ -270,8 +247,55 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             }
         }
     }
+    let cluster_meter = Meter {
+        servers: cluster.pids.clone(),
+        nats: cluster.nats_pids.clone(),
+    };
+    for (round, rows) in rounds.iter_mut().enumerate() {
+        for system in round_order(&appends, round) {
+            eprintln!(
+                "bench cluster: round {}/{}: {system} ...",
+                round + 1,
+                args.rounds
+            );
+            let row = match system {
+                "spindle-jetstream" => {
+                    let client = HttpClient::new(&cluster.api, Some(cluster.token.clone()));
+                    let mut row =
+                        rt.block_on(http_appends(system, &client, args, &cluster_meter))?;
+                    // The Disk View servers finish applying before the next system runs;
+                    // the CPU they spend on it counts here, not there.
+                    let catch_up = cluster_meter.start()?;
+                    let head = rt.block_on(durable_index(&client))?;
+                    rt.block_on(wait_for_disk_views(&cluster, head, args.partitions))?;
+                    let (servers, nats, _) = catch_up.read()?;
+                    row.server_cpu_s = row.server_cpu_s.map(|c| c + servers);
+                    row.nats_cpu_s = row.nats_cpu_s.map(|c| c + nats);
+                    row
+                }
+                "jetstream-raw" => rt.block_on(raw_publishes(&cluster, args, false))?,
+                "jetstream-raw-batch" => rt.block_on(raw_publishes(&cluster, args, true))?,
+                "spindle-file" => {
+                    let data = base.join(format!("file-{round}"));
+                    let server = ServeChild::start(&exe, &file_serve_args(args, &data))?;
+                    let client = HttpClient::new(&server.http_addr, None);
+                    let meter = Meter {
+                        servers: vec![server.pid()],
+                        nats: Vec::new(),
+                    };
+                    let mut row = rt.block_on(http_appends(system, &client, args, &meter))?;
+                    row.nats_cpu_s = None;
+                    server.stop()?;
+                    std::fs::remove_dir_all(&data)?;
+                    row
+                }
+                other => bail!("unknown system {other:?}"),
+            };
+            eprintln!("bench cluster: {system}: {:.0} events/s", row.rate());
+            rows.push(row);
+        }
+    }
     cluster.down()?;
-    drop(base);
     let _ = std::fs::remove_dir(&args.dir);
     let summaries = verdicts(&rounds);
     if args.json {
@@ -359,6 +383,8 @@ fn print_medians(systems: &[&str], rounds: &[Vec<Row>]) {
 struct Cluster {
     exe: PathBuf,
     dir: PathBuf,
+    /// The bench's directory holding `dir`, removed once the cluster is down.
+    base: PathBuf,
     api: String,
     token: String,
     nats: Vec<String>,
@@ -373,39 +399,113 @@ struct Cluster {
     stopped: bool,
 }
 
-/// CPU seconds of some processes and of this one since `start`.
-struct Cpu {
-    pids: Vec<u32>,
+/// The processes whose CPU time a system is charged: `servers` (all of them) and the NATS
+/// servers among them; this process's own time is the clients'.
+struct Meter {
+    servers: Vec<u32>,
+    nats: Vec<u32>,
+}
+
+/// CPU seconds at one moment, to subtract from a later reading.
+struct Cpu<'m> {
+    meter: &'m Meter,
     servers: f64,
+    nats: f64,
     own: f64,
 }
 
-impl Cpu {
-    fn start(pids: &[u32]) -> anyhow::Result<Cpu> {
+fn cpu_sum(pids: &[u32]) -> anyhow::Result<f64> {
+    pids.iter()
+        .map(|&p| {
+            spindle_bench::serve_child::cpu_seconds(p)
+                .with_context(|| format!("process {p} of the bench's servers is gone"))
+        })
+        .sum()
+}
+
+impl Meter {
+    fn start(&self) -> anyhow::Result<Cpu<'_>> {
         Ok(Cpu {
-            pids: pids.to_vec(),
-            servers: Self::sum(pids)?,
+            meter: self,
+            servers: cpu_sum(&self.servers)?,
+            nats: cpu_sum(&self.nats)?,
             own: spindle_bench::serve_child::cpu_seconds(std::process::id())?,
         })
     }
+}
 
-    fn sum(pids: &[u32]) -> anyhow::Result<f64> {
-        pids.iter()
-            .map(|&p| spindle_bench::serve_child::cpu_seconds(p))
-            .sum()
+impl Cpu<'_> {
+    /// CPU seconds since the start: (servers, NATS servers, this process).
+    fn read(&self) -> anyhow::Result<(f64, f64, f64)> {
+        Ok((
+            cpu_sum(&self.meter.servers)? - self.servers,
+            cpu_sum(&self.meter.nats)? - self.nats,
+            spindle_bench::serve_child::cpu_seconds(std::process::id())? - self.own,
+        ))
     }
 
-    fn servers(&self) -> anyhow::Result<f64> {
-        Ok(Self::sum(&self.pids)? - self.servers)
-    }
-
-    fn own(&self) -> anyhow::Result<f64> {
-        Ok(spindle_bench::serve_child::cpu_seconds(std::process::id())? - self.own)
+    /// Fill `row`'s CPU fields with the time since the start.
+    fn charge(&self, row: &mut Row) -> anyhow::Result<()> {
+        let (servers, nats, own) = self.read()?;
+        row.server_cpu_s = Some(servers);
+        row.nats_cpu_s = Some(nats);
+        row.client_cpu_s = Some(own);
+        Ok(())
     }
 }
 
+/// On SIGINT or SIGTERM: stop the cluster, remove the bench's files (only if it stopped) and
+/// exit 130.
+async fn stop_on_signal(exe: PathBuf, cluster_dir: PathBuf, base: PathBuf) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    let name = tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    };
+    eprintln!("bench cluster: {name}; stopping the cluster ...");
+    stop_cluster(&exe, &cluster_dir, &base);
+    std::process::exit(130);
+}
+
+/// `spindle cluster down`, then remove `base` if it stopped everything; else say where the
+/// cluster's state is left.
+fn stop_cluster(exe: &Path, cluster_dir: &Path, base: &Path) -> bool {
+    // `cluster up` writes its state before it creates anything: without it nothing runs.
+    let started = cluster_dir.join(state::STATE_FILE).exists();
+    let stopped = !started
+        || Command::new(exe)
+            .args(["cluster", "down", "--dir"])
+            .arg(cluster_dir)
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if stopped {
+        let _ = std::fs::remove_dir_all(base);
+    } else {
+        eprintln!(
+            "bench cluster: the cluster did not stop; its state is in {} \
+             (spindle cluster down --dir {})",
+            cluster_dir.display(),
+            cluster_dir.display()
+        );
+    }
+    stopped
+}
+
 impl Cluster {
-    fn up(exe: &Path, dir: &Path, args: &Args, loopback: bool) -> anyhow::Result<Cluster> {
+    fn up(
+        exe: &Path,
+        dir: &Path,
+        base: &Path,
+        args: &Args,
+        loopback: bool,
+    ) -> anyhow::Result<Cluster> {
         let mut cmd = Command::new(exe);
         cmd.args(["cluster", "up", "--dir"])
             .arg(dir)
@@ -440,6 +540,7 @@ impl Cluster {
         let mut cluster = Cluster {
             exe: exe.to_owned(),
             dir: dir.to_owned(),
+            base: base.to_owned(),
             api: String::new(),
             token: String::new(),
             nats: Vec::new(),
@@ -489,12 +590,11 @@ impl Cluster {
 
     fn down(mut self) -> anyhow::Result<()> {
         self.stopped = true;
-        let status = Command::new(&self.exe)
-            .args(["cluster", "down", "--dir"])
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .status()?;
-        ensure!(status.success(), "spindle cluster down failed ({status})");
+        ensure!(
+            stop_cluster(&self.exe, &self.dir, &self.base),
+            "spindle cluster down --dir {} failed",
+            self.dir.display()
+        );
         Ok(())
     }
 
@@ -518,11 +618,7 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         if !self.stopped {
-            let _ = Command::new(&self.exe)
-                .args(["cluster", "down", "--dir"])
-                .arg(&self.dir)
-                .stdout(Stdio::null())
-                .status();
+            stop_cluster(&self.exe, &self.dir, &self.base);
         }
     }
 }
@@ -555,7 +651,12 @@ fn file_serve_args(args: &Args, data: &Path) -> Vec<String> {
 }
 
 /// `args.events` events, each `POST /v1/txn` alone, `args.clients` requests in flight.
-async fn http_appends(system: &str, client: &HttpClient, args: &Args) -> anyhow::Result<Row> {
+async fn http_appends(
+    system: &str,
+    client: &HttpClient,
+    args: &Args,
+    meter: &Meter,
+) -> anyhow::Result<Row> {
     let bodies: Arc<Vec<Vec<u8>>> = Arc::new(
         (0..NODES)
             .map(|j| {
@@ -568,6 +669,7 @@ async fn http_appends(system: &str, client: &HttpClient, args: &Args) -> anyhow:
             .collect(),
     );
     let next = AtomicU64::new(0);
+    let cpu = meter.start()?;
     let start = Instant::now();
     let workers = (0..args.clients).map(|_| async {
         let mut h = histogram();
@@ -592,7 +694,9 @@ async fn http_appends(system: &str, client: &HttpClient, args: &Args) -> anyhow:
         h.add(worker?)?;
     }
     let seconds = start.elapsed().as_secs_f64();
-    Ok(append_row(system, args.events, seconds, &h))
+    let mut row = append_row(system, args.events, seconds, &h);
+    cpu.charge(&mut row)?;
+    Ok(row)
 }
 
 fn append_row(system: &str, events: u64, seconds: f64, h: &hdrhistogram::Histogram<u64>) -> Row {
@@ -647,12 +751,18 @@ async fn raw_publishes(cluster: &Cluster, args: &Args, batch: bool) -> anyhow::R
         .collect::<Result<_, spindle_core::InputError>>()?;
     let payload = |j: u64| payloads[(j % NODES) as usize].clone();
     let mut h = histogram();
+    let meter = Meter {
+        servers: cluster.pids.clone(),
+        nats: cluster.nats_pids.clone(),
+    };
+    let cpu = meter.start()?;
     let start = Instant::now();
     let mut next = 0u64;
     if batch {
         let mut batch_no = 0u64;
         while next < args.events {
-            let n = (args.events - next).min(args.clients as u64);
+            // The cluster's servers take batches of up to 10,000 messages.
+            let n = (args.events - next).min(args.clients.min(10_000) as u64);
             let t = Instant::now();
             batch_no += 1;
             let id = format!("bench-{batch_no}");
@@ -699,13 +809,28 @@ async fn raw_publishes(cluster: &Cluster, args: &Args, batch: bool) -> anyhow::R
         }
     }
     let seconds = start.elapsed().as_secs_f64();
+    let (servers, nats, own) = cpu.read()?;
     let _ = js.delete_stream(RAW_STREAM).await;
     let system = if batch {
         "jetstream-raw-batch"
     } else {
         "jetstream-raw"
     };
-    Ok(append_row(system, args.events, seconds, &h))
+    let mut row = append_row(system, args.events, seconds, &h);
+    row.server_cpu_s = Some(servers);
+    row.nats_cpu_s = Some(nats);
+    row.client_cpu_s = Some(own);
+    Ok(row)
+}
+
+/// The api server's durable index.
+async fn durable_index(client: &HttpClient) -> anyhow::Result<Index> {
+    let (code, status) = client.json(Method::GET, "/v1/status", None).await?;
+    ensure!(code.is_success(), "/v1/status answered {code}: {status}");
+    let durable = status["log"]["durable_index"]
+        .as_u64()
+        .context("no log.durable_index in the api server's status")?;
+    Ok(Index::new(durable))
 }
 
 /// Load `spindle gen`'s graph through the api server; the commit index of its last write.
@@ -734,6 +859,7 @@ async fn load_graph(cluster: &Cluster, args: &Args) -> anyhow::Result<Index> {
 async fn wait_for_disk_views(
     cluster: &Cluster,
     head: Index,
+    partitions: u64,
 ) -> anyhow::Result<Vec<spindle_server::remote::RemoteView>> {
     let servers: Vec<async_nats::ServerAddr> = cluster
         .nats
@@ -773,7 +899,7 @@ async fn wait_for_disk_views(
         }
         let views = spindle_server::remote::remote_views(&others);
         let lagging = views.iter().filter(|v| v.applied < head).count();
-        if views.len() as u64 >= cluster_partitions(&views) && !views.is_empty() && lagging == 0 {
+        if cluster_partitions(&views) == partitions && lagging == 0 {
             eprintln!(
                 "bench cluster: {} Disk View servers applied index {head}",
                 views.len()

@@ -222,6 +222,7 @@ fn start_all(cluster: &mut Cluster, token: &str) -> anyhow::Result<Prober> {
             cluster.members.len()
         );
         netns::create_bridge(&bridge, gateway)?;
+        netns::check_alone(&bridge, gateway)?;
         for m in &cluster.members {
             netns::create_member(m, &bridge)
                 .with_context(|| format!("creating the network namespace of {}", m.name))?;

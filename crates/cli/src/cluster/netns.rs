@@ -64,6 +64,20 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Whether network namespaces can be made here: root, and `ip netns add` works (a probe
+/// namespace is made and removed).
+pub fn usable() -> bool {
+    if !is_root() {
+        return false;
+    }
+    let probe = format!("spn-probe-{}", std::process::id());
+    let made = ip_output(&["netns", "add", &probe]).is_ok();
+    if made {
+        let _ = ip_output(&["netns", "del", &probe]);
+    }
+    made
+}
+
 /// Refuse to build the network when it cannot work or would collide with what exists, and
 /// choose its /24: `wanted` if given and free, else the first free one of 10.77.0.0/16.
 pub fn check_free(bridge: &str, wanted: Option<[u8; 3]>) -> anyhow::Result<[u8; 3]> {
@@ -110,15 +124,68 @@ fn first_free(addrs: &str, routes: &str) -> Option<[u8; 3]> {
         .find(|s| subnet_user(addrs, routes, *s).is_none())
 }
 
-/// The `ip addr`/`ip route` line that uses `subnet`'s /24, if any.
+/// `a.b.c.d/len` (`len` 32 when absent) as the network's first address and its length.
+fn parse_net(text: &str) -> Option<(u32, u8)> {
+    let (addr, len) = match text.split_once('/') {
+        Some((a, l)) => (a, l.parse::<u8>().ok().filter(|l| *l <= 32)?),
+        None => (text, 32),
+    };
+    Some((u32::from(addr.parse::<Ipv4Addr>().ok()?), len))
+}
+
+/// Whether the /24 `subnet` and the network `net`/`len` share any address.
+fn overlaps(subnet: [u8; 3], (net, len): (u32, u8)) -> bool {
+    let base = u32::from(Ipv4Addr::new(subnet[0], subnet[1], subnet[2], 0));
+    let common = len.min(24);
+    let mask = if common == 0 {
+        0
+    } else {
+        u32::MAX << (32 - common)
+    };
+    base & mask == net & mask
+}
+
+/// The `ip -4 -o addr`/`ip -4 -o route` line whose network shares an address with `subnet`'s
+/// /24 (a larger network around it counts: its route would lose part of it), if any. The
+/// default route does not count.
 fn subnet_user(addrs: &str, routes: &str, subnet: [u8; 3]) -> Option<String> {
-    let prefix = format!("{}.{}.{}.", subnet[0], subnet[1], subnet[2]);
-    let net = format!("{prefix}0/24");
+    let addr_net = |l: &str| {
+        let mut words = l.split_whitespace();
+        words.find(|w| *w == "inet")?;
+        parse_net(words.next()?)
+    };
+    let route_net = |l: &str| parse_net(l.split_whitespace().next()?);
     addrs
         .lines()
-        .find(|l| l.split_whitespace().any(|w| w.starts_with(&prefix)))
-        .or_else(|| routes.lines().find(|l| l.starts_with(&net)))
+        .find(|l| addr_net(l).is_some_and(|n| overlaps(subnet, n)))
+        .or_else(|| {
+            routes
+                .lines()
+                .find(|l| route_net(l).is_some_and(|n| overlaps(subnet, n)))
+        })
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// After creating `bridge`: fail if another interface holds an address in its /24 (a
+/// `cluster up` running at the same time chose the same free subnet).
+pub fn check_alone(bridge: &str, gateway: Ipv4Addr) -> anyhow::Result<()> {
+    let o = gateway.octets();
+    let addrs = ip_output(&["-4", "-o", "addr", "show"])?;
+    let others: String = addrs
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) != Some(bridge))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if let Some(line) = subnet_user(&others, "", [o[0], o[1], o[2]]) {
+        bail!(
+            "another interface took the subnet {}.{}.{}.0/24 at the same time ({line}); \
+             run `spindle cluster up` again",
+            o[0],
+            o[1],
+            o[2]
+        );
+    }
+    Ok(())
 }
 
 /// Create the bridge with `gateway`/24 on it.
@@ -183,9 +250,9 @@ mod tests {
 
     #[test]
     fn the_first_free_subnet_skips_addresses_and_routes_in_use() {
-        let addrs = "2: eth0    inet 10.77.0.5/16 brd 10.77.255.255 scope global eth0\n\
+        let addrs = "2: eth0    inet 10.77.0.5/24 brd 10.77.0.255 scope global eth0\n\
                      9: spb1    inet 10.77.2.1/24 scope global spb1\n";
-        let routes = "10.77.1.0/24 via 192.168.0.1 dev eth0\n";
+        let routes = "default via 192.168.0.1 dev eth0\n10.77.1.0/24 via 192.168.0.1 dev eth0\n";
         assert_eq!(first_free(addrs, routes), Some([10, 77, 3]));
         assert_eq!(first_free("", ""), Some([10, 77, 0]));
         assert_eq!(
@@ -196,5 +263,27 @@ mod tests {
             .map(|c| format!("1: x inet 10.77.{c}.1/24\n"))
             .collect();
         assert_eq!(first_free(&all, ""), None);
+    }
+
+    #[test]
+    fn a_larger_network_around_the_subnet_makes_it_used() {
+        // An address in 10.77.0.0/16, or a route to 10.0.0.0/8, covers every candidate.
+        let wide = "2: eth0    inet 10.77.200.5/16 brd 10.77.255.255 scope global eth0\n";
+        assert_eq!(first_free(wide, ""), None);
+        assert_eq!(first_free("", "10.0.0.0/8 dev tun0 scope link\n"), None);
+        // A host route or a smaller network inside a /24 takes only that /24.
+        assert_eq!(first_free("", "10.77.0.9 dev tun0\n"), Some([10, 77, 1]));
+        assert_eq!(
+            first_free("", "10.77.0.128/25 dev tun0\n"),
+            Some([10, 77, 1])
+        );
+        // Networks elsewhere do not count.
+        assert_eq!(
+            first_free(
+                "2: eth0 inet 172.17.0.1/16 scope global\n",
+                "10.78.0.0/16 dev x\n"
+            ),
+            Some([10, 77, 0])
+        );
     }
 }

@@ -215,6 +215,8 @@ fn kv(label: &str, value: impl Into<String>) -> Line<'static> {
 fn log_lines(s: &Sample, rates: Option<&Rates>, app: &App) -> Vec<Line<'static>> {
     let log = &s.status["log"];
     let rate = |r: Option<f64>| r.map_or_else(|| "–".to_owned(), per_second);
+    // On JetStream the servers sync: the node counts its group commits, never fsyncs.
+    let jetstream = log["kind"] == "jetstream";
     let mut lines = vec![
         kv("durable index", index(&log["durable_index"])),
         kv("first retained", index(&log["first_index"])),
@@ -223,6 +225,7 @@ fn log_lines(s: &Sample, rates: Option<&Rates>, app: &App) -> Vec<Line<'static>>
         kv(
             "records/fsync",
             match rates {
+                _ if jetstream => "– (JetStream servers sync)".to_owned(),
                 Some(r) => r
                     .records_per_sync
                     .map_or_else(|| "no fsync this second".to_owned(), |n| format!("{n:.1}")),
@@ -234,7 +237,11 @@ fn log_lines(s: &Sample, rates: Option<&Rates>, app: &App) -> Vec<Line<'static>>
             format!(
                 "{} / {}",
                 count(&log["group_commits"]),
-                count(&log["syncs"])
+                if jetstream {
+                    "–".to_owned()
+                } else {
+                    count(&log["syncs"])
+                }
             ),
         ),
         kv(
