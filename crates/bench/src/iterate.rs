@@ -185,10 +185,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.versions > 0, "--versions must be > 0");
     anyhow::ensure!(args.rounds > 0, "--rounds must be > 0");
     let a = args;
+    std::fs::create_dir_all(&a.dir)
+        .map_err(|e| anyhow::anyhow!("creating {}: {e}", a.dir.display()))?;
     let dir = tempfile::Builder::new()
         .prefix("spindle-iterate-")
         .tempdir_in(&a.dir)
-        .unwrap();
+        .map_err(|e| anyhow::anyhow!("making a directory in {}: {e}", a.dir.display()))?;
     let config = LogConfig {
         sync: SyncMode::Off,
         ..LogConfig::default()

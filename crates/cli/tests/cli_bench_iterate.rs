@@ -11,7 +11,8 @@ fn bench_iterate_rotates_rounds_and_prints_summaries() {
     let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
         .args(["bench", "iterate", "--nodes", "300", "--edges", "900"])
         .args(["--versions", "2", "--rounds", "2", "--json", "--dir"])
-        .arg(dir.path())
+        // A directory that does not exist yet is created.
+        .arg(dir.path().join("new"))
         .output()
         .unwrap();
     assert!(
@@ -73,5 +74,8 @@ fn bench_iterate_rotates_rounds_and_prints_summaries() {
         assert!(min <= med && med <= max, "{s}");
     }
     // The temporary data directory inside `dir` was removed.
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("new")).unwrap().count(),
+        0
+    );
 }
