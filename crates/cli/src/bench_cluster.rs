@@ -37,7 +37,6 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _};
@@ -221,7 +220,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 );
                 let (row, view) = match system {
                     "boot-diskview-servers" => boot_remote(&cluster, &views, head, &rt)?,
-                    "boot-replay" => boot_replay(&cluster, head)?,
+                    "boot-replay" => boot_replay(&cluster, head, &rt)?,
                     other => bail!("unknown system {other:?}"),
                 };
                 // Both boots must hold the same items at the same index.
@@ -657,17 +656,15 @@ async fn http_appends(
     args: &Args,
     meter: &Meter,
 ) -> anyhow::Result<Row> {
-    let bodies: Arc<Vec<Vec<u8>>> = Arc::new(
-        (0..NODES)
-            .map(|j| {
-                format!(
-                    r#"{{"writes":[{{"item":{{"kind":"node","id":"{}"}},"value":{EVENT_JSON}}}]}}"#,
-                    key_of(j)
-                )
-                .into_bytes()
-            })
-            .collect(),
-    );
+    let bodies: Vec<Vec<u8>> = (0..NODES)
+        .map(|j| {
+            format!(
+                r#"{{"writes":[{{"item":{{"kind":"node","id":"{}"}},"value":{EVENT_JSON}}}]}}"#,
+                key_of(j)
+            )
+            .into_bytes()
+        })
+        .collect();
     let next = AtomicU64::new(0);
     let cpu = meter.start()?;
     let start = Instant::now();
@@ -809,17 +806,14 @@ async fn raw_publishes(cluster: &Cluster, args: &Args, batch: bool) -> anyhow::R
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let (servers, nats, own) = cpu.read()?;
-    let _ = js.delete_stream(RAW_STREAM).await;
     let system = if batch {
         "jetstream-raw-batch"
     } else {
         "jetstream-raw"
     };
     let mut row = append_row(system, args.events, seconds, &h);
-    row.server_cpu_s = Some(servers);
-    row.nats_cpu_s = Some(nats);
-    row.client_cpu_s = Some(own);
+    cpu.charge(&mut row)?;
+    let _ = js.delete_stream(RAW_STREAM).await;
     Ok(row)
 }
 
@@ -965,17 +959,23 @@ fn boot_remote(
 }
 
 /// An empty Memory View caught up from the JetStream log to `head`.
-fn boot_replay(cluster: &Cluster, head: Index) -> anyhow::Result<(Row, MemoryView)> {
+fn boot_replay(
+    cluster: &Cluster,
+    head: Index,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<(Row, MemoryView)> {
     let log = spindle_log::jetstream::JetStreamLog::open_reader(cluster.log_config())
         .map_err(|e| anyhow::anyhow!("opening a reader of the stream: {e}"))?;
-    let opened = Instant::now();
-    while spindle_log::Log::durable_index(&log) < head {
-        ensure!(
-            opened.elapsed() < Duration::from_secs(30),
-            "the log reader did not see index {head}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // (The timer is made inside the runtime: `timeout` needs its clock.)
+    rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            spindle_log::Log::wait_for(&log, head),
+        )
+        .await
+    })
+    .map_err(|_| anyhow::anyhow!("the log reader did not see index {head} within 30 s"))?
+    .map_err(|e| anyhow::anyhow!("the log reader failed waiting for index {head}: {e}"))?;
     let rx = cluster.rx_bytes()?;
     let start = Instant::now();
     let view = MemoryView::new(Partition::ALL);

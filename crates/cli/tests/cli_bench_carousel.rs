@@ -4,6 +4,8 @@
 //! rider's numbers positive, then one summary object per target (a format check, not a
 //! performance test).
 
+mod bench_json;
+
 use std::process::Command;
 
 #[test]
@@ -16,17 +18,7 @@ fn bench_carousel_prints_one_object_per_rider_and_per_run() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let (summaries, rows): (Vec<_>, Vec<_>) = lines.into_iter().partition(|r| r["summary"] == true);
+    let (rows, summaries) = bench_json::rows_and_summaries(&out);
     let runs = [
         ("carousel", 1),
         ("dedicated", 1),

@@ -3,6 +3,8 @@
 //! with its round, and prints one summary object per target with the documented names (a
 //! format check, not a performance test).
 
+mod bench_json;
+
 use std::process::Command;
 
 #[test]
@@ -15,22 +17,10 @@ fn bench_chunks_rotates_rounds_and_prints_summaries() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let (summaries, rows): (Vec<_>, Vec<_>) = lines.into_iter().partition(|r| r["summary"] == true);
+    let (rows, summaries) = bench_json::rows_and_summaries(&out);
     let order = ["spindle", "file-per-chunk", "sqlite-blob", "device"];
     for round in 0..2usize {
-        let rotated: Vec<&str> = (0..order.len())
-            .map(|i| order[(i + round) % order.len()])
-            .collect();
+        let rotated = bench_json::rotated(&order, round);
         for phase in ["put", "get-cold"] {
             let systems: Vec<&str> = rows
                 .iter()

@@ -6,6 +6,8 @@
 
 #![cfg(feature = "jetstream")]
 
+mod bench_json;
+
 use std::process::Command;
 
 #[path = "../../log/tests/nats_cluster/mod.rs"]
@@ -54,17 +56,7 @@ fn bench_cluster_rotates_rounds_checks_boots_and_stops_the_cluster() {
         .arg(dir.path().join("b"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let (summaries, rows): (Vec<_>, Vec<_>) = lines.into_iter().partition(|r| r["summary"] == true);
+    let (rows, summaries) = bench_json::rows_and_summaries(&out);
     let appends = [
         "spindle-jetstream",
         "jetstream-raw",
@@ -80,10 +72,8 @@ fn bench_cluster_rotates_rounds_checks_boots_and_stops_the_cluster() {
             .map(|r| r["system"].as_str().unwrap())
             .collect();
         // The boots run first (on a log that holds the graph only), then the appends.
-        let mut rotated: Vec<&str> = (0..boots.len())
-            .map(|i| boots[(i + round) % boots.len()])
-            .collect();
-        rotated.extend((0..appends.len()).map(|i| appends[(i + round) % appends.len()]));
+        let mut rotated = bench_json::rotated(&boots, round);
+        rotated.extend(bench_json::rotated(&appends, round));
         assert_eq!(systems, rotated, "round {round}");
     }
     let mut items = Vec::new();

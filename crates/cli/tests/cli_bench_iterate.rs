@@ -3,6 +3,8 @@
 //! summary object per target with the documented names (a format check, not a performance
 //! test).
 
+mod bench_json;
+
 use std::process::Command;
 
 #[test]
@@ -15,17 +17,7 @@ fn bench_iterate_rotates_rounds_and_prints_summaries() {
         .arg(dir.path().join("new"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let (summaries, rows): (Vec<_>, Vec<_>) = lines.into_iter().partition(|r| r["summary"] == true);
+    let (rows, summaries) = bench_json::rows_and_summaries(&out);
     let order = [
         "rocksdb-raw",
         "iterate-nothing",
@@ -40,9 +32,7 @@ fn bench_iterate_rotates_rounds_and_prints_summaries() {
             .filter(|r| r["round"] == round)
             .map(|r| r["system"].as_str().unwrap())
             .collect();
-        let rotated: Vec<&str> = (0..order.len())
-            .map(|i| order[(i + round) % order.len()])
-            .collect();
+        let rotated = bench_json::rotated(&order, round);
         assert_eq!(systems, rotated, "round {round}");
     }
     for r in &rows {

@@ -2,6 +2,8 @@
 //! in rotated order, and prints one JSON object per system and round with the documented
 //! fields, then one summary object per target (a format check, not a performance test).
 
+mod bench_json;
+
 use std::process::Command;
 
 #[test]
@@ -22,17 +24,7 @@ fn bench_log_prints_one_object_per_system() {
         .arg(dir.path().join("b"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let (summaries, rows): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r["summary"] == true);
+    let (rows, summaries) = bench_json::rows_and_summaries(&out);
     let order = [
         "spindle",
         "spindle-nosync",
@@ -49,9 +41,7 @@ fn bench_log_prints_one_object_per_system() {
             .filter(|r| r["round"] == round)
             .map(|r| r["system"].as_str().unwrap())
             .collect();
-        let rotated: Vec<&str> = (0..order.len())
-            .map(|i| order[(i + round) % order.len()])
-            .collect();
+        let rotated = bench_json::rotated(&order, round);
         assert_eq!(systems, rotated, "round {round}");
     }
     for r in &rows {

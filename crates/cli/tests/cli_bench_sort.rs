@@ -2,6 +2,8 @@
 //! in an order rotated each round, tags each row with its round, and prints one summary
 //! object per target with the documented names (a format check, not a performance test).
 
+mod bench_json;
+
 use std::process::Command;
 
 #[test]
@@ -13,17 +15,7 @@ fn bench_sort_rotates_rounds_and_prints_summaries() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let (summaries, rows): (Vec<_>, Vec<_>) = lines.into_iter().partition(|r| r["summary"] == true);
+    let (rows, summaries) = bench_json::rows_and_summaries(&out);
     let order = ["spindle", "gnu-sort", "device"];
     assert_eq!(rows.len(), 2 * order.len(), "{rows:#?}");
     for round in 0..2usize {
@@ -32,9 +24,7 @@ fn bench_sort_rotates_rounds_and_prints_summaries() {
             .filter(|r| r["round"] == round)
             .map(|r| r["system"].as_str().unwrap())
             .collect();
-        let rotated: Vec<&str> = (0..order.len())
-            .map(|i| order[(i + round) % order.len()])
-            .collect();
+        let rotated = bench_json::rotated(&order, round);
         assert_eq!(systems, rotated, "round {round}");
     }
     for r in &rows {

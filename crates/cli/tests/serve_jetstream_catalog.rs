@@ -8,12 +8,12 @@
 
 #![cfg(feature = "jetstream")]
 
+mod js_serve;
 #[path = "../../log/tests/nats_cluster/mod.rs"]
 mod nats_cluster;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hyper::{Method, StatusCode};
@@ -22,65 +22,26 @@ use spindle_log::jetstream::catalog::Registration;
 use spindle_log::jetstream::JetStreamLog;
 use spindle_server::client::HttpClient;
 
+use js_serve::Server;
+
 const STREAM: &str = "CATALOG_T";
 const TTL: Duration = Duration::from_millis(3000);
 
-/// A node process, killed when dropped (a failing test leaves none behind).
-struct Node(Child);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(dir: &Path, cluster: &nats_cluster::Cluster) -> (Node, String) {
-    let quote = |v: Vec<String>| {
-        v.iter()
-            .map(|s| format!("\"{s}\""))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let config = dir.join("spindle.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[jetstream]\nservers = [{}]\nmonitor_urls = [{}]\nstream = \"{STREAM}\"\n\
-             replicas = 1\nnode_name = \"alpha\"\ncatalog_ttl_ms = {}\n",
-            quote(cluster.servers()),
-            quote(cluster.monitors()),
-            TTL.as_millis()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
-        .args([
-            "serve",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--grpc-listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--disk-partitions", "2", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let http = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http="))
-        .unwrap_or_else(|| panic!("no http= in {line:?}: the node did not start"))
-        .to_owned();
-    (Node(child), http)
+/// The node "alpha" on `STREAM`, with 2 Disk Views and the catalog ttl `TTL`; killed when
+/// dropped (a failing test leaves none behind).
+fn start(dir: &Path, cluster: &nats_cluster::Cluster) -> (Server, String) {
+    let ttl = format!("catalog_ttl_ms = {}\n", TTL.as_millis());
+    let server = js_serve::start(
+        dir,
+        cluster,
+        STREAM,
+        "alpha",
+        ("", &ttl),
+        &["--disk-partitions", "2"],
+        &[],
+    );
+    let http = server.http.clone();
+    (server, http)
 }
 
 /// Poll the observer's view of the catalog until `want` holds for alpha's entry (or its
@@ -220,20 +181,23 @@ fn a_node_registers_renews_and_drops_out() {
     twin.close();
 
     // SIGKILL: nobody renews the entry, and it drops out after the TTL.
-    node.0.kill().unwrap();
-    node.0.wait().unwrap();
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
     wait_alpha(&observer, "a killed node drops out", |e| e.is_none());
 
     // Back (after its appender lease expires), registered again; SIGTERM: it leaves.
     let (mut node, _) = start(dir.path(), &cluster);
     wait_alpha(&observer, "the restarted node registers", |e| e.is_some());
-    let pid = node.0.id().to_string();
+    let pid = node.child.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
         .status()
         .unwrap()
         .success());
-    assert!(node.0.wait().unwrap().success(), "SIGTERM is a clean stop");
+    assert!(
+        node.child.wait().unwrap().success(),
+        "SIGTERM is a clean stop"
+    );
     wait_alpha(&observer, "a stopped node leaves", |e| e.is_none());
     observer.close();
     drop(reader);
