@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use spindle_server::config::{IndexConfig, JetStreamSettings, Role};
+use spindle_server::config::{DiskBoot, IndexConfig, JetStreamSettings, Role};
 use spindle_server::{Node, ServerConfig};
 
 #[derive(Debug, clap::Args)]
@@ -67,6 +67,12 @@ pub struct Args {
     /// repeatable. For --role disk-view.
     #[arg(long = "partition", value_name = "I/N")]
     partitions: Vec<String>,
+    /// How a disk-view server fills a Disk View it does not have yet: `auto` (default:
+    /// from the Disk View servers of the catalog covering its range when they hold
+    /// anything, else by replaying the log while it starts at index 1), `replicas` (always
+    /// from those servers, waiting for them) or `log` (always by replaying the log).
+    #[arg(long, value_parser = ["auto", "replicas", "log"])]
+    disk_boot: Option<String>,
 }
 
 fn config(args: &Args) -> anyhow::Result<ServerConfig> {
@@ -141,6 +147,12 @@ fn config(args: &Args) -> anyhow::Result<ServerConfig> {
         Some("disk-view") => c.role = Role::DiskView,
         Some("api") => c.role = Role::Api,
         Some(_) => c.role = Role::Node,
+        None => {}
+    }
+    match args.disk_boot.as_deref() {
+        Some("replicas") => c.disk_boot = DiskBoot::Replicas,
+        Some("log") => c.disk_boot = DiskBoot::Log,
+        Some(_) => c.disk_boot = DiskBoot::Auto,
         None => {}
     }
     if !args.partitions.is_empty() {

@@ -204,6 +204,10 @@ struct Entry {
     grpc: String,
     durable_index: u64,
     views: Vec<EntryView>,
+    /// Cuts of this process's retention holds (boots in flight): the truncation
+    /// coordinator keeps the log above each (docs/cluster.md "Re-partitioning").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    holds: Vec<u64>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -243,6 +247,7 @@ fn entry_of(node: &Node, name: &str, bound: &Bound) -> Vec<u8> {
         http: bound.http.to_string(),
         grpc: bound.grpc.to_string(),
         durable_index: status.log.durable_index,
+        holds: node.holds.active().iter().map(|h| h.cut.get()).collect(),
         views: status
             .views
             .into_iter()
@@ -345,6 +350,70 @@ impl CatalogSlot {
         }
         #[cfg(not(feature = "jetstream"))]
         Vec::new()
+    }
+
+    /// The Disk Views of other members that a boot may read from: those whose entries are
+    /// renewed (not stale) and whose checksums do not disagree with their range's majority
+    /// (docs/cluster.md "Replica checksums").
+    pub fn boot_views(&self) -> Vec<crate::remote::RemoteView> {
+        let mut views = crate::remote::remote_views(&self.others());
+        let suspects = self.suspects();
+        views.retain(|v| !v.stale && !suspects.contains(&v.name()));
+        views
+    }
+
+    /// Replicas (`<member>/<view>`) whose checksums differ from their range's majority.
+    fn suspects(&self) -> std::collections::BTreeSet<String> {
+        #[cfg(feature = "jetstream")]
+        {
+            let slot = self.registration.lock();
+            let Some((_, r)) = slot.as_ref() else {
+                return Default::default();
+            };
+            disagreements(&published_views(&member_entries(r.members())))
+                .into_iter()
+                .flat_map(|d| d.suspects)
+                .collect()
+        }
+        #[cfg(not(feature = "jetstream"))]
+        Default::default()
+    }
+
+    /// The retention holds every other member published (a Disk View server booting from
+    /// others), each named by its member. Stale entries count too: a member that is cut off
+    /// may still be booting, and its entry ages out by itself.
+    pub fn holds(&self) -> Vec<spindle_view::truncate::Hold> {
+        let mut out = Vec::new();
+        for m in self.others() {
+            for (i, cut) in m.entry["holds"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.as_u64())
+                .enumerate()
+            {
+                out.push(spindle_view::truncate::Hold {
+                    id: i as u64 + 1,
+                    cut: spindle_core::Index::new(cut),
+                    owner: Some(m.name.clone()),
+                });
+            }
+        }
+        out
+    }
+
+    /// Put this member's entry now instead of at the next renewal (a new retention hold
+    /// must reach the truncation coordinator soon). Does nothing before it has registered.
+    pub fn renew_now(&self) {
+        #[cfg(feature = "jetstream")]
+        if let Some((_, r)) = self.registration.lock().as_ref() {
+            r.renew_now();
+        }
+    }
+
+    /// Whether this member has registered (and not left).
+    pub fn registered(&self) -> bool {
+        self.registration.lock().is_some()
     }
 
     /// The other members of the catalog at its last read, each with its entry (as JSON;

@@ -111,6 +111,33 @@ pub struct ServerConfig {
     /// The partitions of `disk_partitions` this process holds (default: all). A
     /// `disk-view` server holds the ones listed here (`--partition I/N`).
     pub partitions: Option<Vec<u64>>,
+    /// How a `disk-view` server fills a Disk View it does not have yet (a new partition,
+    /// or one left by an unfinished boot): `auto` (default) boots it from the Disk View
+    /// servers of the catalog that cover its range when they hold anything, else replays
+    /// the log while it still starts at index 1, else waits for such servers; `replicas`
+    /// always boots from those servers (waiting for them); `log` always replays the log
+    /// (docs/cluster.md "Re-partitioning").
+    pub disk_boot: DiskBoot,
+}
+
+/// Where a Disk View server's new Disk Views come from (`disk_boot`, `--disk-boot`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DiskBoot {
+    #[default]
+    Auto,
+    Replicas,
+    Log,
+}
+
+impl DiskBoot {
+    pub fn name(self) -> &'static str {
+        match self {
+            DiskBoot::Auto => "auto",
+            DiskBoot::Replicas => "replicas",
+            DiskBoot::Log => "log",
+        }
+    }
 }
 
 /// A process's role (`role` in the config, `--role`).
@@ -206,6 +233,7 @@ impl Default for ServerConfig {
             jetstream: None,
             role: Role::Node,
             partitions: None,
+            disk_boot: DiskBoot::Auto,
         }
     }
 }
@@ -334,6 +362,13 @@ impl ServerConfig {
                         .into(),
                 );
             }
+        }
+        if self.disk_boot == DiskBoot::Replicas && self.role != Role::DiskView {
+            return bad(
+                "disk_boot = \"replicas\" is for a disk-view server (role = \"disk-view\"): \
+                 only it boots Disk Views from other servers"
+                    .into(),
+            );
         }
         if self.role == Role::DiskView && self.jetstream.is_none() {
             return bad(

@@ -306,6 +306,56 @@ impl DiskSlot {
     }
 }
 
+/// The Disk View partitions this process holds. Each is ready when the node opens, or
+/// (a Disk View server filling a partition it does not have yet from the Disk View
+/// servers of the catalog) once its boot finishes; until then it is not served, listed
+/// or counted (docs/cluster.md "Re-partitioning").
+#[derive(Debug, Default)]
+pub struct DiskSet {
+    entries: Vec<DiskEntry>,
+}
+
+/// `DiskSet::iter`.
+pub type ReadyDisks<'a> = std::iter::FilterMap<
+    std::slice::Iter<'a, DiskEntry>,
+    fn(&'a DiskEntry) -> Option<&'a DiskSlot>,
+>;
+
+impl<'a> IntoIterator for &'a DiskSet {
+    type Item = &'a DiskSlot;
+    type IntoIter = ReadyDisks<'a>;
+    fn into_iter(self) -> ReadyDisks<'a> {
+        self.iter()
+    }
+}
+
+#[derive(Debug)]
+pub struct DiskEntry {
+    id: String,
+    /// Partition `i` of `disk_partitions`.
+    i: u64,
+    partition: Partition,
+    slot: OnceLock<DiskSlot>,
+    /// The retention hold of its boot, taken when the node opened (so the first catalog
+    /// entry already carries it); the boot thread takes it over.
+    boot_hold: Mutex<Option<truncate::HoldGuard>>,
+}
+
+impl DiskSet {
+    /// The ready Disk Views.
+    pub fn iter(&self) -> ReadyDisks<'_> {
+        self.entries.iter().filter_map(|e| e.slot.get())
+    }
+
+    /// The partitions still booting, as (view id, range).
+    pub fn booting(&self) -> impl Iterator<Item = (&str, Partition)> + '_ {
+        self.entries
+            .iter()
+            .filter(|e| e.slot.get().is_none())
+            .map(|e| (e.id.as_str(), e.partition))
+    }
+}
+
 /// A view that is rebuilt by booting on every start: empty until its boot finishes.
 #[derive(Debug)]
 pub struct Booted<V> {
@@ -376,6 +426,19 @@ pub struct TruncationState {
 /// there do not cover the hash space.
 pub const REMOTE_SELECT_RETRY_MS: u64 = 250;
 
+/// Boots of one new Disk View a server tries when the log is truncated past each cut.
+pub const DISK_BOOT_ATTEMPTS_MAX: u32 = 3;
+
+/// Empty the directory of a Disk View that holds nothing it may claim (`disk_is_new`), so a
+/// boot starts clean: a fill left by an earlier attempt may hold versions above a new cut.
+fn remove_new_view(dir: &Path) -> Result<(), String> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("removing {} before its boot: {e}", dir.display())),
+    }
+}
+
 /// Where a boot's plan sources are: this process's Disk Views, or remote ones.
 #[derive(Debug)]
 pub enum BootSources<'a> {
@@ -405,7 +468,7 @@ pub struct Node {
     /// This node's entry in the JetStream stream's catalog, once `serve` has bound its
     /// listeners (none on the file log).
     pub catalog: crate::catalog::CatalogSlot,
-    pub disks: Vec<DiskSlot>,
+    pub disks: DiskSet,
     pub memory: Booted<MemoryView>,
     pub indexes: Vec<(IndexConfig, Booted<IndexView>)>,
     pub chunks: ChunkStore,
@@ -479,6 +542,48 @@ fn check_view_against_log(view: &DiskView, log: &NodeLog) -> Result<(), NodeErro
     Ok(())
 }
 
+/// Open the Disk View of `partition` in `dir` with the configured options, and its carousel.
+fn open_disk_slot(
+    config: &ServerConfig,
+    dir: &Path,
+    partition: Partition,
+    id: &str,
+) -> Result<DiskSlot, NodeError> {
+    let options = DiskOptions {
+        block_cache_bytes: config.disk_block_cache_bytes,
+        direct_reads: config.disk_direct_reads,
+    };
+    let view = DiskView::open_with(dir, partition, options).map_err(|source| NodeError::View {
+        dir: dir.to_owned(),
+        source,
+    })?;
+    let view = Arc::new(view);
+    let carousel = Carousel::try_new(view.clone(), config.carousel())
+        .map_err(|e| crate::config::ConfigError::Invalid(e.to_string()))?;
+    Ok(DiskSlot {
+        id: id.to_owned(),
+        carousel,
+        view,
+        stall: Stall::default(),
+    })
+}
+
+/// Whether the Disk View in `dir` holds nothing yet: absent, never applied anything, or
+/// left by a boot that did not finish (which holds nothing it may claim).
+fn disk_is_new(dir: &Path, partition: Partition) -> Result<bool, NodeError> {
+    if !dir.exists() {
+        return Ok(true);
+    }
+    match DiskView::open(dir, partition) {
+        Ok(view) => Ok(view.applied_index().is_zero()),
+        Err(spindle_view::ViewError::BootIncomplete { .. }) => Ok(true),
+        Err(source) => Err(NodeError::View {
+            dir: dir.to_owned(),
+            source,
+        }),
+    }
+}
+
 impl Node {
     /// Open (or create) everything under `config.data_dir` and start the workers. Views
     /// that boot (Memory, Index) do so in the background; `status` shows their progress.
@@ -542,8 +647,7 @@ impl Node {
             // A node and an api server append; a Disk View server only reads.
             Some(js) => open_jetstream(js, config.role != crate::config::Role::DiskView)?,
         };
-        let carousel_config = config.carousel();
-        let mut disks = Vec::new();
+        let mut disks = DiskSet::default();
         let held = match config.role {
             // An api server reaches the Disk Views of the catalog instead.
             crate::config::Role::Api => Vec::new(),
@@ -552,26 +656,30 @@ impl Node {
                 .clone()
                 .unwrap_or_else(|| (0..n).collect()),
         };
+        let holds = Holds::default();
+        // A Disk View server fills a partition it does not have yet by booting it (from
+        // the catalog's Disk View servers, or by replaying the log) once it has joined the
+        // catalog; the others open now.
+        let boots_new = config.role == crate::config::Role::DiskView
+            && config.disk_boot != crate::config::DiskBoot::Log;
         for i in held {
             let dir = disk_dir(&data, i, n);
-            let options = DiskOptions {
-                block_cache_bytes: config.disk_block_cache_bytes,
-                direct_reads: config.disk_direct_reads,
-            };
-            let view = DiskView::open_with(&dir, Partition::nth(i, n), options)
-                .map_err(|source| NodeError::View { dir, source })?;
-            let view = Arc::new(view);
-            let carousel = Carousel::try_new(view.clone(), carousel_config.clone())
-                .map_err(|e| crate::config::ConfigError::Invalid(e.to_string()))?;
-            disks.push(DiskSlot {
+            let partition = Partition::nth(i, n);
+            let entry = DiskEntry {
                 id: format!("disk-{i}"),
-                carousel,
-                view,
-                stall: Stall::default(),
-            });
-        }
-        for d in &disks {
-            check_view_against_log(&d.view, &log)?;
+                i,
+                partition,
+                slot: OnceLock::new(),
+                boot_hold: Mutex::new(None),
+            };
+            if boots_new && disk_is_new(&dir, partition)? {
+                *entry.boot_hold.lock() = Some(holds.hold(Index::ZERO));
+            } else {
+                let slot = open_disk_slot(&config, &dir, partition, &entry.id)?;
+                check_view_against_log(&slot.view, &log)?;
+                let _ = entry.slot.set(slot);
+            }
+            disks.entries.push(entry);
         }
         let chunks = ChunkStore::open_in(
             fs,
@@ -609,7 +717,7 @@ impl Node {
             memory: Booted::new("memory".into()),
             indexes,
             chunks,
-            holds: Holds::default(),
+            holds,
             boots: Mutex::new(Vec::new()),
             truncation: Mutex::new(TruncationState::default()),
             tail_ring,
@@ -671,26 +779,37 @@ impl Node {
     }
 
     fn start_disk_followers(self: &Arc<Self>) -> Result<(), NodeError> {
-        for i in 0..self.disks.len() {
-            let name = format!("follow-{}", self.disks[i].id);
-            self.spawn(name.clone(), move |node| {
-                let slot = &node.disks[i];
-                let events = ViewEvents {
-                    stall: &slot.stall,
-                    on_applied: |_| {},
-                };
-                let result =
-                    fanout::follow(&name, &*slot.view, &node.log, &node.tail_ring, &events)
-                        .map_err(|e| {
-                            let what =
-                                format!("Disk View {} stopped following the log: {e}", slot.id);
-                            node.fail(what.clone());
-                            what
-                        });
-                node.follower_ended(&slot.stall, result);
-            })?;
+        for e in 0..self.disks.entries.len() {
+            let entry = &self.disks.entries[e];
+            if entry.slot.get().is_some() {
+                let name = format!("follow-{}", entry.id);
+                self.spawn(name, move |node| {
+                    let slot = node.disks.entries[e].slot.get().expect("opened");
+                    node.follow_disk(slot, || {});
+                })?;
+            } else {
+                let name = format!("boot-{}", entry.id);
+                self.spawn(name, move |node| node.boot_disk_and_follow(e))?;
+            }
         }
         Ok(())
+    }
+
+    /// Follow the log into a ready Disk View until the node stops; `caught_up` runs at its
+    /// first applied batch.
+    fn follow_disk(&self, slot: &DiskSlot, caught_up: impl Fn()) {
+        let name = format!("follow-{}", slot.id);
+        let events = ViewEvents {
+            stall: &slot.stall,
+            on_applied: |_| caught_up(),
+        };
+        let result = fanout::follow(&name, &*slot.view, &self.log, &self.tail_ring, &events)
+            .map_err(|e| {
+                let what = format!("Disk View {} stopped following the log: {e}", slot.id);
+                self.fail(what.clone());
+                what
+            });
+        self.follower_ended(&slot.stall, result);
     }
 
     fn start_boots(self: &Arc<Self>) -> Result<(), NodeError> {
@@ -864,9 +983,9 @@ impl Node {
             if *self.stop.borrow() {
                 return None;
             }
-            // Members whose entries missed a renewal are not chosen to boot from.
-            let mut views = crate::remote::remote_views(&self.catalog.others());
-            views.retain(|v| !v.stale);
+            // Members whose entries missed a renewal, or whose checksums disagree with
+            // their range's majority, are not chosen to boot from.
+            let views = self.catalog.boot_views();
             match select(&crate::remote::selection_catalog(&views), request) {
                 Ok(plan) => break (plan, views),
                 Err(e) => {
@@ -912,6 +1031,239 @@ impl Node {
         Some(result)
     }
 
+    /// Fill a Disk View this server does not have yet, then follow the log into it (a Disk
+    /// View server's thread per such partition): boot it from the Disk View servers of the
+    /// catalog that cover its range (re-partitioning, a new replica), or replay the log
+    /// while it still starts at index 1 (`disk_boot`, docs/cluster.md "Re-partitioning").
+    /// Its retention hold is published in the catalog from the start, at 0 until the cut
+    /// is chosen, then at the cut until the view has applied past it.
+    fn boot_disk_and_follow(&self, e: usize) {
+        let entry = &self.disks.entries[e];
+        let hold = Mutex::new(entry.boot_hold.lock().take());
+        let progress = Arc::new(BootProgress::default());
+        let at = {
+            let mut boots = self.boots.lock();
+            boots.push(BootState {
+                view: entry.id.clone(),
+                started: Instant::now(),
+                progress: progress.clone(),
+                cut: None,
+                sources: Vec::new(),
+                waiting: Some("joining the catalog".into()),
+                bytes_total: None,
+                finished: None,
+                error: None,
+            });
+            boots.len() - 1
+        };
+        let booted = self.boot_disk(entry, at, &hold, &progress);
+        let slot = match booted {
+            None => return, // the node stops first
+            Some(Ok(slot)) => slot,
+            Some(Err(e)) => {
+                self.boots.lock()[at].error = Some(e.clone());
+                self.fail(format!("booting {} failed: {e}", entry.id));
+                return;
+            }
+        };
+        {
+            let mut boots = self.boots.lock();
+            let b = &mut boots[at];
+            b.finished = Some(b.started.elapsed());
+            b.waiting = None;
+        }
+        let _ = entry.slot.set(slot);
+        let slot = entry.slot.get().expect("just set");
+        // Readers, view selection and truncation see the view from the next entry on.
+        self.catalog.renew_now();
+        tracing::info!(
+            "{} booted at {}; following the log",
+            entry.id,
+            slot.view.applied_index()
+        );
+        self.follow_disk(slot, || {
+            if hold.lock().take().is_some() {
+                self.catalog.renew_now();
+            }
+        });
+    }
+
+    /// `boot_disk_and_follow`'s boot: the ready slot, an error, or `None` when the node
+    /// stops first.
+    fn boot_disk(
+        &self,
+        entry: &DiskEntry,
+        at: usize,
+        hold: &Mutex<Option<truncate::HoldGuard>>,
+        progress: &BootProgress,
+    ) -> Option<Result<DiskSlot, String>> {
+        let dir = disk_dir(&self.config.data_dir, entry.i, self.config.disk_partitions);
+        let partition = entry.partition;
+        let set_waiting = |why: Option<String>| self.boots.lock()[at].waiting = why;
+        let sleep = || std::thread::sleep(Duration::from_millis(REMOTE_SELECT_RETRY_MS));
+        // The hold must be in the catalog before a cut is chosen.
+        while !self.catalog.registered() {
+            if *self.stop.borrow() {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.catalog.renew_now();
+        // A truncation coordinator reads the catalog every third of its ttl: when there is
+        // anything it could purge, give it one read to see the hold before a cut is chosen
+        // (a purge past the cut in the meantime is caught after the boot, below).
+        let purgeable = self
+            .catalog
+            .boot_views()
+            .iter()
+            .any(|v| !v.applied.is_zero());
+        if let (true, Some(js)) = (purgeable, &self.config.jetstream) {
+            set_waiting(Some("publishing its retention hold".into()));
+            std::thread::sleep(Duration::from_millis(js.catalog_ttl_ms / 3 + 250));
+        }
+        let auto = self.config.disk_boot == crate::config::DiskBoot::Auto;
+        let request = SelectRequest {
+            range: partition,
+            role: Role::Iteration,
+            head: Index::ZERO,
+            lag_records_max: u64::MAX,
+        };
+        let mut waiting_logged = false;
+        let mut attempts = 0;
+        loop {
+            if *self.stop.borrow() {
+                return None;
+            }
+            let first = self.log.first_index();
+            let views = self.catalog.boot_views();
+            let chosen = select(
+                &crate::remote::selection_catalog(&views),
+                &SelectRequest {
+                    head: self.log.durable_index(),
+                    ..request.clone()
+                },
+            );
+            let plan = match chosen {
+                Ok(plan) if plan.cut.next() >= first && !(auto && plan.cut.is_zero()) => plan,
+                _ if auto && first <= Index::FIRST => {
+                    // Nothing to boot from, and the log holds everything: replay it.
+                    set_waiting(None);
+                    if let Err(e) = remove_new_view(&dir) {
+                        return Some(Err(e));
+                    }
+                    let slot = open_disk_slot(&self.config, &dir, partition, &entry.id)
+                        .map_err(|e| e.to_string());
+                    tracing::info!("{}: replaying the log from index 1", entry.id);
+                    return Some(slot);
+                }
+                Ok(plan) => {
+                    let why = format!(
+                        "the Disk View servers covering [{:#x}, {:#x}) have applied through \
+                         {}, but the log starts at {first}: waiting for fresher ones",
+                        partition.lo(),
+                        partition.hi(),
+                        plan.cut
+                    );
+                    if !waiting_logged {
+                        tracing::info!("{}: {why}", entry.id);
+                        waiting_logged = true;
+                    }
+                    set_waiting(Some(why));
+                    sleep();
+                    continue;
+                }
+                Err(e) => {
+                    let why = format!(
+                        "no Disk View servers in the catalog cover [{:#x}, {:#x}) to boot \
+                         from ({e}), and the log starts at {first}",
+                        partition.lo(),
+                        partition.hi()
+                    );
+                    if !waiting_logged {
+                        tracing::info!("{}: {why}", entry.id);
+                        waiting_logged = true;
+                    }
+                    set_waiting(Some(why));
+                    sleep();
+                    continue;
+                }
+            };
+            // Hold the log above the cut (published now) before letting go of the hold on
+            // everything.
+            *hold.lock() = Some(self.holds.hold(plan.cut));
+            self.catalog.renew_now();
+            {
+                let mut boots = self.boots.lock();
+                boots[at].cut = Some(plan.cut);
+                boots[at].sources = plan.sources.iter().map(|s| s.view.clone()).collect();
+                boots[at].waiting = None;
+            }
+            attempts += 1;
+            if let Err(e) = self.boot_disk_from(&dir, partition, &plan, &views, progress) {
+                return Some(Err(e));
+            }
+            // The coordinator may have passed the cut before it saw the hold: the records
+            // after the cut must still be in the log, or the view could never catch up.
+            let first = self.log.first_index();
+            if plan.cut.next() < first {
+                if attempts >= DISK_BOOT_ATTEMPTS_MAX {
+                    return Some(Err(format!(
+                        "the log was truncated past the boot's cut {} (it starts at {first}) \
+                         {attempts} times; the truncation coordinator does not keep this \
+                         server's hold",
+                        plan.cut
+                    )));
+                }
+                tracing::warn!(
+                    "{}: the log was truncated past the boot's cut {} meanwhile (it starts \
+                     at {first}); booting again",
+                    entry.id,
+                    plan.cut
+                );
+                continue;
+            }
+            return Some(
+                open_disk_slot(&self.config, &dir, partition, &entry.id).map_err(|e| e.to_string()),
+            );
+        }
+    }
+
+    /// Boot the Disk View in `dir` (emptied first) from the remote sources of `plan`.
+    fn boot_disk_from(
+        &self,
+        dir: &Path,
+        partition: Partition,
+        plan: &spindle_view::Plan,
+        views: &[crate::remote::RemoteView],
+        progress: &BootProgress,
+    ) -> Result<(), String> {
+        remove_new_view(dir)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("boot-remote")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("starting the remote boot's runtime: {e}"))?;
+        let sources = crate::remote::plan_sources(
+            plan,
+            views,
+            self.config.token.clone(),
+            rt.handle().clone(),
+        );
+        tracing::info!(
+            "booting Disk View [{:#x}, {:#x}) from {} remote Disk View(s) to cut {}",
+            partition.lo(),
+            partition.hi(),
+            plan.sources.len(),
+            plan.cut
+        );
+        let sources = BootSources::Remote(sources);
+        let booted = DiskView::boot(dir, partition, plan, |id| sources.get(id), progress);
+        drop(sources);
+        rt.shutdown_background();
+        booted.map(drop).map_err(|e| e.to_string())
+    }
+
     /// The truncation coordinator's decision now (DESIGN.md §7). A Disk View counts at its
     /// *persisted* applied index, never its in-memory one: after a power cut a view comes
     /// back at what it had synced, and the log must still hold everything above that.
@@ -929,11 +1281,10 @@ impl Node {
         // catalog count too, at the persisted index they last published (never above what
         // they have: an entry is at most one renewal old).
         replicas.extend(self.catalog.replicas());
-        truncate::safe_index(
-            &replicas,
-            self.config.truncate_replicas_min,
-            &self.holds.active(),
-        )
+        // Boots on other hosts (Disk View servers filling new partitions) hold the log too.
+        let mut holds = self.holds.active();
+        holds.extend(self.catalog.holds());
+        truncate::safe_index(&replicas, self.config.truncate_replicas_min, &holds)
     }
 
     /// Sync every Disk View's write-ahead log so its persisted index catches up with what
@@ -1046,7 +1397,7 @@ impl Node {
                 tracing::error!("{name} panicked");
             }
         }
-        for d in &self.disks {
+        for d in self.disks.iter() {
             if let Err(e) = d.view.flush() {
                 tracing::error!("flushing {}: {e}", d.id);
             }
@@ -1095,7 +1446,7 @@ impl Node {
     /// Every view's applied index by name (for status, metrics and tests).
     pub fn applied_indexes(&self) -> BTreeMap<String, Index> {
         let mut out = BTreeMap::new();
-        for d in &self.disks {
+        for d in self.disks.iter() {
             out.insert(d.id.clone(), d.view.applied_index());
         }
         out.insert(self.memory.name.clone(), self.memory.applied());

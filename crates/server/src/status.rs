@@ -189,8 +189,12 @@ pub struct TruncationStatus {
 pub struct HoldStatus {
     pub id: u64,
     pub cut: u64,
-    /// How long the boot has held the log.
-    pub age_s: f64,
+    /// How long the boot has held the log (`null` for another member's hold).
+    pub age_s: Option<f64>,
+    /// The catalog member whose boot holds it (a Disk View server on another host,
+    /// published in its catalog entry); absent for this process's own holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -232,7 +236,7 @@ impl Node {
     pub fn status(&self) -> Status {
         let durable = self.log.durable_index().get();
         let mut views = Vec::new();
-        for d in &self.disks {
+        for d in self.disks.iter() {
             let p = d.view.partition();
             // The checksum and the applied index it covers, read together.
             let sum = d.view.checksum();
@@ -369,8 +373,15 @@ impl Node {
                     .map(|(h, age)| HoldStatus {
                         id: h.id,
                         cut: h.cut.get(),
-                        age_s: age.as_secs_f64(),
+                        age_s: Some(age.as_secs_f64()),
+                        owner: None,
                     })
+                    .chain(self.catalog.holds().into_iter().map(|h| HoldStatus {
+                        id: h.id,
+                        cut: h.cut.get(),
+                        age_s: None,
+                        owner: h.owner,
+                    }))
                     .collect(),
                 worker_runs: state.runs,
                 last_error: state.error,

@@ -32,7 +32,10 @@ fn a_disconnected_rider_is_freed() {
             r.unwrap();
         }
         let durable = node.log.durable_index();
-        node.disks[0]
+        node.disks
+            .iter()
+            .next()
+            .unwrap()
             .view
             .wait_applied_async(durable, std::time::Duration::from_secs(30))
             .await
@@ -50,7 +53,14 @@ fn a_disconnected_rider_is_freed() {
         let first = stream.message().await.unwrap().unwrap();
         assert!(!first.frames.is_empty());
         assert_eq!(
-            node.disks[0].carousel.status().riders.len(),
+            node.disks
+                .iter()
+                .next()
+                .unwrap()
+                .carousel
+                .status()
+                .riders
+                .len(),
             1,
             "the rider is aboard"
         );
@@ -59,7 +69,7 @@ fn a_disconnected_rider_is_freed() {
         // The rider thread notices the closed stream on its next send; wait for that.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
-            let status = node.disks[0].carousel.status();
+            let status = node.disks.iter().next().unwrap().carousel.status();
             if status.riders.is_empty() && !status.running {
                 break;
             }

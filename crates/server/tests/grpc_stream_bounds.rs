@@ -123,7 +123,10 @@ fn streams_beyond_their_limits_are_refused_and_seats_come_back() {
             r.unwrap();
         }
         let durable = node.log.durable_index();
-        node.disks[0]
+        node.disks
+            .iter()
+            .next()
+            .unwrap()
             .view
             .wait_applied_async(durable, Duration::from_secs(30))
             .await

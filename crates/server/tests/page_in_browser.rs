@@ -60,7 +60,10 @@ fn the_page_shows_what_the_api_says() {
             r.unwrap();
         }
         let durable = node.log.durable_index();
-        node.disks[0]
+        node.disks
+            .iter()
+            .next()
+            .unwrap()
             .view
             .wait_applied_async(durable, Duration::from_secs(30))
             .await

@@ -44,7 +44,10 @@ fn every_stream_ends_and_shutdown_completes_with_a_stalled_reader() {
             }
         }
         let durable = node.log.durable_index();
-        node.disks[0]
+        node.disks
+            .iter()
+            .next()
+            .unwrap()
             .view
             .wait_applied_async(durable, Duration::from_secs(60))
             .await
@@ -76,7 +79,17 @@ fn every_stream_ends_and_shutdown_completes_with_a_stalled_reader() {
         let waiting = tail(&mut c, tail_from).await.unwrap();
         (stalled, resumed, waiting)
     });
-    assert_eq!(node.disks[0].carousel.status().riders.len(), 2);
+    assert_eq!(
+        node.disks
+            .iter()
+            .next()
+            .unwrap()
+            .carousel
+            .status()
+            .riders
+            .len(),
+        2
+    );
     let mut stopping = node.stopping();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let stopper = std::thread::spawn(move || {
@@ -108,7 +121,16 @@ fn every_stream_ends_and_shutdown_completes_with_a_stalled_reader() {
     let _dir = stopper.join().unwrap();
     // Its rider was detached from the carousel.
     let deadline = std::time::Instant::now() + HANG_GUARD;
-    while !node.disks[0].carousel.status().riders.is_empty() {
+    while !node
+        .disks
+        .iter()
+        .next()
+        .unwrap()
+        .carousel
+        .status()
+        .riders
+        .is_empty()
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "a rider was never detached"

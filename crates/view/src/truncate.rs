@@ -28,6 +28,20 @@ pub struct Replica {
 pub struct Hold {
     pub id: u64,
     pub cut: Index,
+    /// The catalog member that published it (a boot on another host); `None` for this
+    /// process's own.
+    pub owner: Option<String>,
+}
+
+impl Hold {
+    /// A hold of this process.
+    pub fn local(id: u64, cut: Index) -> Hold {
+        Hold {
+            id,
+            cut,
+            owner: None,
+        }
+    }
 }
 
 /// What keeps the safe index where it is.
@@ -45,8 +59,13 @@ pub enum Blocker {
         view: String,
         applied: Index,
     },
-    /// A boot's retention hold.
-    Hold { id: u64, cut: Index },
+    /// A boot's retention hold (`owner`: the catalog member that holds it, if not this
+    /// process).
+    Hold {
+        id: u64,
+        cut: Index,
+        owner: Option<String>,
+    },
 }
 
 /// The coordinator's decision: records `1..=safe` may be deleted.
@@ -81,9 +100,16 @@ impl std::fmt::Display for Truncation {
                 range.lo(),
                 range.hi()
             ),
-            Blocker::Hold { id, cut } => {
-                write!(f, "held back by boot hold {id} at cut {cut}")
-            }
+            Blocker::Hold {
+                id,
+                cut,
+                owner: None,
+            } => write!(f, "held back by boot hold {id} at cut {cut}"),
+            Blocker::Hold {
+                id,
+                cut,
+                owner: Some(member),
+            } => write!(f, "held back by boot hold {id} of {member:?} at cut {cut}"),
         }
     }
 }
@@ -141,6 +167,7 @@ pub fn safe_index(replicas: &[Replica], replicas_min: usize, holds: &[Hold]) -> 
                 blocker: Blocker::Hold {
                     id: hold.id,
                     cut: hold.cut,
+                    owner: hold.owner.clone(),
                 },
             };
         }
@@ -210,7 +237,7 @@ impl Holds {
                     .get(&id)
                     .map(|t| t.elapsed())
                     .unwrap_or_default();
-                (Hold { id, cut }, age)
+                (Hold::local(id, cut), age)
             })
             .collect()
     }
@@ -221,7 +248,7 @@ impl Holds {
             .lock()
             .active
             .iter()
-            .map(|(&id, &cut)| Hold { id, cut })
+            .map(|(&id, &cut)| Hold::local(id, cut))
             .collect()
     }
 }
@@ -307,10 +334,7 @@ mod tests {
         let t = safe_index(
             &[replica("v", Partition::ALL, 9)],
             1,
-            &[Hold {
-                id: 3,
-                cut: Index::new(4),
-            }],
+            &[Hold::local(3, Index::new(4))],
         );
         assert!(
             t.to_string().ends_with("held back by boot hold 3 at cut 4"),
@@ -322,14 +346,8 @@ mod tests {
     fn a_hold_keeps_its_cut() {
         let replicas = vec![replica("a", Partition::ALL, 100)];
         let holds = vec![
-            Hold {
-                id: 7,
-                cut: Index::new(40),
-            },
-            Hold {
-                id: 8,
-                cut: Index::new(90),
-            },
+            Hold::local(7, Index::new(40)),
+            Hold::local(8, Index::new(90)),
         ];
         let t = safe_index(&replicas, 1, &holds);
         assert_eq!(t.safe, Index::new(40));
@@ -337,7 +355,8 @@ mod tests {
             t.blocker,
             Blocker::Hold {
                 id: 7,
-                cut: Index::new(40)
+                cut: Index::new(40),
+                owner: None,
             }
         );
     }
@@ -349,13 +368,7 @@ mod tests {
         let b = holds.hold(Index::new(9));
         assert_eq!(holds.active().len(), 2);
         drop(a);
-        assert_eq!(
-            holds.active(),
-            vec![Hold {
-                id: b.id(),
-                cut: Index::new(9)
-            }]
-        );
+        assert_eq!(holds.active(), vec![Hold::local(b.id(), Index::new(9))]);
         drop(b);
         assert!(holds.active().is_empty());
     }
@@ -375,14 +388,7 @@ mod tests {
                     replicas.push(replica(&format!("p{i}"), Partition::nth(i, n), a));
                 }
                 for k in 1..=2 {
-                    let t = safe_index(
-                        &replicas,
-                        k,
-                        &[Hold {
-                            id: 1,
-                            cut: Index::new(6),
-                        }],
-                    );
+                    let t = safe_index(&replicas, k, &[Hold::local(1, Index::new(6))]);
                     let mut expected = Index::new(6);
                     for i in 0..n {
                         let part = Partition::nth(i, n);

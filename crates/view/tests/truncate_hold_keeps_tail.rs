@@ -52,7 +52,14 @@ fn a_held_boot_keeps_its_tail_and_truncation_never_passes_the_safe_index() {
     let hold = holds.hold(cut);
     let decision = safe_index(&replicas(&views), 2, &holds.active());
     assert_eq!(decision.safe, cut);
-    assert_eq!(decision.blocker, Blocker::Hold { id: hold.id(), cut });
+    assert_eq!(
+        decision.blocker,
+        Blocker::Hold {
+            id: hold.id(),
+            cut,
+            owner: None
+        }
+    );
     let first = rt.block_on(truncate(&log, &decision)).unwrap();
     assert!(
         first <= decision.safe.next(),

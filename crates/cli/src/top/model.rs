@@ -207,7 +207,7 @@ impl App {
                     .into_iter()
                     .flatten()
                 {
-                    if let Some(id) = h["id"].as_u64() {
+                    if let Some(id) = h["id"].as_u64().filter(|_| h["owner"].is_null()) {
                         self.hold_seen.entry(id).or_insert(now);
                     }
                 }

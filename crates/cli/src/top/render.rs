@@ -312,15 +312,20 @@ fn truncation_lines(s: &Sample, app: &App) -> Vec<Line<'static>> {
     }
     for (i, h) in holds.iter().take(HOLDS_SHOWN_MAX).enumerate() {
         let id = h["id"].as_u64();
+        // Another member's hold (a boot on another host) is named by its owner; its age
+        // is not known here.
+        let owner = h["owner"].as_str();
         let age = id
+            .filter(|_| owner.is_none())
             .and_then(|id| app.hold_seen.get(&id))
             .map_or_else(|| "–".to_owned(), |&seen| duration(now - seen));
         let label = if i == 0 { "holds" } else { "" };
         lines.push(kv(
             label,
             format!(
-                "#{} cut {} age {age}",
+                "#{}{} cut {} age {age}",
                 id.map_or("?".to_owned(), |i| i.to_string()),
+                owner.map_or(String::new(), |o| format!(" of {o}")),
                 index(&h["cut"])
             ),
         ));

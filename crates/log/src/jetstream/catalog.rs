@@ -47,6 +47,8 @@ pub struct Registration {
     ttl: Duration,
     seen: Arc<Mutex<Seen>>,
     stop: watch::Sender<bool>,
+    /// Wakes the renewal task to put the entry at once.
+    renew: Arc<tokio::sync::Notify>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -69,6 +71,11 @@ impl Registration {
     /// How long ago the catalog was last read (`None` before the first read).
     pub fn read_age(&self) -> Option<Duration> {
         self.seen.lock().read_at.map(|t| t.elapsed())
+    }
+
+    /// Put the entry now (then read the catalog again), instead of at the next renewal.
+    pub fn renew_now(&self) {
+        self.renew.notify_one();
     }
 
     /// Stop renewing and delete the entry (waits for the delete to be sent).
@@ -199,8 +206,10 @@ impl JetStreamLog {
         }
         let seen = Arc::new(Mutex::new(seen));
         let (stop, mut stopped) = watch::channel(false);
+        let renew = Arc::new(tokio::sync::Notify::new());
         let task = self.handle.spawn({
             let seen = seen.clone();
+            let renew = renew.clone();
             async move {
                 let every = ttl / 3;
                 loop {
@@ -218,6 +227,7 @@ impl JetStreamLog {
                     }
                     tokio::select! {
                         _ = tokio::time::sleep(every) => {}
+                        _ = renew.notified() => {}
                         _ = stopped.changed() => break,
                     }
                     if let Err(e) = store.put(&key, entry().into()).await {
@@ -233,6 +243,7 @@ impl JetStreamLog {
             ttl,
             seen,
             stop,
+            renew,
             task: Some(task),
         })
     }
