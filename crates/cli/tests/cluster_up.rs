@@ -237,6 +237,58 @@ fn scenario(root: &Path, network: &[&str]) -> Value {
         partition_one_replica(&rt, &dir, &api, p);
     }
 
+    // Re-partitioning: a 3-way set boots from the 2-way one, which is then retired; every
+    // write is still read back through the API, now from the 3-way set alone.
+    let refused = spindle(&["cluster", "add", "--dir", &dir, "--partitions", "0"]);
+    assert!(!refused.status.success());
+    let table = ok(&["cluster", "add", "--dir", &dir, "--partitions", "3"]);
+    for j in 0..3 {
+        assert!(
+            table.lines().any(|l| l.starts_with(&format!("dv3-{j}-r0"))),
+            "{table}"
+        );
+    }
+    let s = status(&dir);
+    for j in 0..3 {
+        let m = member(&s, &format!("dv3-{j}-r0"));
+        assert_eq!(m["partition"], format!("{j}/3"), "{m}");
+        assert_eq!(m["alive"], true, "{m}");
+    }
+    for (name, why) in [
+        ("api-0", "Disk View servers only"),
+        ("nats-0", "Disk View servers only"),
+        ("dv-9-r9", "no member"),
+    ] {
+        let out = spindle(&["cluster", "retire", "--dir", &dir, name]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(why), "{name}: {err}");
+    }
+    let old = ["dv-0-r0", "dv-0-r1", "dv-1-r0", "dv-1-r1"];
+    let mut all = old.to_vec();
+    all.push("dv3-1-r0");
+    let out = spindle(&[&["cluster", "retire", "--dir", &dir][..], &all].concat());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("with no Disk View server"),
+        "{err}"
+    );
+    ok(&[&["cluster", "retire", "--dir", &dir][..], &old].concat());
+    let s = status(&dir);
+    let names: Vec<&str> = s["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(!names.iter().any(|n| n.starts_with("dv-")), "{names:?}");
+    let index = write(&rt, &api, "after-repartition", 7);
+    assert_eq!(read(&rt, &api, "after-repartition", index)["value"]["i"], 7);
+    for (id, i, index) in &mine {
+        let answer = read(&rt, &api, id, *index);
+        assert_eq!(answer["value"]["i"], *i, "{answer}");
+    }
+    assert_eq!(read(&rt, &api, "n0", first)["value"]["i"], 0);
+
     // Down: every process it ever recorded is gone.
     let state: Value = serde_json::from_str(
         &std::fs::read_to_string(Path::new(&dir).join("cluster.json")).unwrap(),

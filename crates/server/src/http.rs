@@ -755,21 +755,27 @@ async fn forwarded(
     if node.config.role != crate::config::Role::Api {
         return None;
     }
-    // A Disk View server that has just started may not be in the catalog yet (it is read
-    // every third of its ttl): wait for one, as long as the read may wait.
+    // A Disk View server that has just started may not be in the catalog yet, and one
+    // that has just stopped may still be there (the catalog is read every third of its
+    // ttl): while the read may wait, look again until a replica answers.
     let asked = std::time::Instant::now();
-    let views = loop {
-        let views = crate::remote::remote_views(&node.catalog.others());
-        if !crate::remote::read_replicas(&views, key.hash()).is_empty() || asked.elapsed() >= wait {
-            break views;
-        }
-        tokio::time::sleep(Duration::from_millis(crate::remote::CATALOG_POLL_MS)).await;
-    };
-    let replicas = crate::remote::read_replicas(&views, key.hash());
     let target = uri
         .path_and_query()
         .map_or_else(|| uri.path(), |p| p.as_str());
-    let answer = crate::remote::forward(&replicas, target, node.config.token.clone(), wait).await;
+    let answer = loop {
+        let views = crate::remote::remote_views(&node.catalog.others());
+        let replicas = crate::remote::read_replicas(&views, key.hash());
+        let left = wait.saturating_sub(asked.elapsed());
+        let answer = if replicas.is_empty() {
+            Err("no Disk View server in the catalog holds it".to_owned())
+        } else {
+            crate::remote::forward(&replicas, target, node.config.token.clone(), left).await
+        };
+        if answer.is_ok() || asked.elapsed() >= wait {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(crate::remote::CATALOG_POLL_MS)).await;
+    };
     Some(match answer {
         Ok((status, body)) => {
             Ok((status, [(header::CONTENT_TYPE, "application/json")], body).into_response())

@@ -61,6 +61,37 @@ enum Sub {
     Kill(MemberArgs),
     /// Start one member again with the same data, configuration and addresses.
     Start(MemberArgs),
+    /// Add a set of Disk View servers of another partitioning (re-partitioning, or more
+    /// replicas): each boots its partition from the Disk View servers already serving,
+    /// then follows the log. Waits until every one has booted and the API sees it.
+    Add(AddArgs),
+    /// Stop Disk View servers for good (SIGTERM: they leave the catalog) and drop them from
+    /// the cluster; their data stays in DIR. Refused if a hash range would be left with no
+    /// Disk View server.
+    Retire(RetireArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct AddArgs {
+    /// The cluster's directory (as given to `up`).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Partitions of the new set (each a 1/N of the hash space, e.g. 8 beside a 4-way set).
+    #[arg(long)]
+    partitions: u64,
+    /// Disk View servers per partition in the new set.
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
+}
+
+#[derive(Debug, clap::Args)]
+struct RetireArgs {
+    /// The cluster's directory (as given to `up`).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Disk View servers to retire, as `status` lists them (dv-0-r0, dv8-3-r0, …).
+    #[arg(required = true)]
+    names: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -133,6 +164,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         Sub::Status(a) => status(&a.dir, a.json),
         Sub::Kill(a) => kill(&a.dir, &a.name),
         Sub::Start(a) => start(&a.dir, &a.name),
+        Sub::Add(a) => add(a),
+        Sub::Retire(a) => retire(&a.dir, &a.names),
     }
 }
 
@@ -467,6 +500,149 @@ fn start(dir: &Path, name: &str) -> anyhow::Result<ExitCode> {
     let rows = report::rows(&cluster, &prober);
     let rows: Vec<_> = rows.into_iter().filter(|r| r.member.name == name).collect();
     report::print_table(&cluster, &rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Refuse a command that changes a cluster unless `up` finished and `down` has not run.
+fn check_up(cluster: &Cluster, what: &str) -> anyhow::Result<()> {
+    match cluster.phase {
+        Phase::Up => Ok(()),
+        Phase::Down => bail!(
+            "the cluster in {} was stopped with `down`; `{what}` changes a running cluster",
+            cluster.dir.display()
+        ),
+        Phase::Starting | Phase::Failed => bail!(
+            "`up` did not finish in {}; stop it with `spindle cluster down --dir {0}`",
+            cluster.dir.display()
+        ),
+    }
+}
+
+/// How long the new Disk View servers of `add` may take to boot.
+const BOOT_WAIT: Duration = Duration::from_secs(3600);
+
+fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
+    state::load_existing(&a.dir)?;
+    let lock = state::lock(&a.dir)?;
+    let mut cluster = state::load_existing(&a.dir)?;
+    check_up(&cluster, "add")?;
+    let count = plan::check_add(&cluster, a.partitions, a.replicas).map_err(|e| anyhow!(e))?;
+    let ports = match cluster.network {
+        Network::Loopback => free_ports(2 * count)?,
+        Network::Namespaces { .. } => Vec::new(),
+    };
+    let added = plan::add(&mut cluster, a.partitions, a.replicas, &ports)?;
+    let token = report::read_token(&cluster)
+        .ok_or_else(|| anyhow!("{} is missing", cluster.dir.join(TOKEN_FILE).display()))?;
+    cluster.save()?;
+    if let Network::Namespaces { bridge, .. } = cluster.network.clone() {
+        for name in &added {
+            netns::create_member(cluster.member(name)?, &bridge)
+                .with_context(|| format!("creating the network namespace of {name}"))?;
+        }
+    }
+    eprintln!("starting {}", added.join(", "));
+    for name in &added {
+        spawn_member(&mut cluster, name, &token)?;
+    }
+    drop(lock);
+    let prober = Prober::new(Some(token))?;
+    wait_ready(&cluster, &added, &prober)?;
+    wait_booted(&cluster, &added, &prober)?;
+    wait_catalog(&cluster, &prober)?;
+    let rows = report::rows(&cluster, &prober);
+    let rows: Vec<_> = rows
+        .into_iter()
+        .filter(|r| added.contains(&r.member.name))
+        .collect();
+    report::print_table(&cluster, &rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Wait until every named Spindle member has booted its Disk Views (`status.boots` all
+/// done), printing their progress now and then; a failed boot is an error.
+fn wait_booted(cluster: &Cluster, names: &[String], prober: &Prober) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut said = Instant::now();
+    loop {
+        let mut pending = Vec::new();
+        for name in names {
+            let m = cluster.member(name)?;
+            if !proc::alive(m) {
+                return Err(member_failed(m, "exited while it booted"));
+            }
+            let status = prober.spindle_status(m).unwrap_or_default();
+            for b in status["boots"].as_array().into_iter().flatten() {
+                match b["state"].as_str() {
+                    Some("done") => {}
+                    Some("failed") => {
+                        return Err(member_failed(
+                            m,
+                            &format!("failed to boot {}: {}", b["view"], b["error"]),
+                        ))
+                    }
+                    _ => pending.push(format!(
+                        "{name}/{} {} ({} items{})",
+                        b["view"].as_str().unwrap_or("?"),
+                        b["state"].as_str().unwrap_or("?"),
+                        b["items"],
+                        b["waiting"]
+                            .as_str()
+                            .map(|w| format!(": {w}"))
+                            .unwrap_or_default()
+                    )),
+                }
+            }
+            if status["boots"].is_null() {
+                pending.push(format!("{name} (no status yet)"));
+            }
+        }
+        if pending.is_empty() {
+            return Ok(());
+        }
+        if started.elapsed() > BOOT_WAIT {
+            bail!("not booted within {BOOT_WAIT:?}: {}", pending.join("; "));
+        }
+        if said.elapsed() > Duration::from_secs(5) {
+            eprintln!("booting: {}", pending.join("; "));
+            said = Instant::now();
+        }
+        std::thread::sleep(READY_POLL);
+    }
+}
+
+fn retire(dir: &Path, names: &[String]) -> anyhow::Result<ExitCode> {
+    state::load_existing(dir)?;
+    let _lock = state::lock(dir)?;
+    let mut cluster = state::load_existing(dir)?;
+    check_up(&cluster, "retire")?;
+    plan::check_retire(&cluster, names).map_err(|e| anyhow!(e))?;
+    let leaving: Vec<Member> = names
+        .iter()
+        .map(|n| cluster.member(n).cloned())
+        .collect::<anyhow::Result<_>>()?;
+    for m in &leaving {
+        proc::signal(m, "TERM")?;
+    }
+    let group: Vec<&Member> = leaving.iter().collect();
+    for name in proc::wait_gone(&group, SPINDLE_STOP_WAIT) {
+        eprintln!("{name} did not stop within {SPINDLE_STOP_WAIT:?} of SIGTERM: sending SIGKILL");
+        proc::signal(cluster.member(&name)?, "KILL")?;
+    }
+    let left = proc::wait_gone(&group, KILL_WAIT);
+    if !left.is_empty() {
+        bail!("still running after SIGKILL: {}", left.join(", "));
+    }
+    if let Network::Namespaces { .. } = &cluster.network {
+        netns::remove_members(&leaving)?;
+    }
+    cluster.members.retain(|m| !names.contains(&m.name));
+    cluster.save()?;
+    println!(
+        "retired {} (their data stays in {})",
+        names.join(", "),
+        cluster.dir.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

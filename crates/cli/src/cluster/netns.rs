@@ -222,6 +222,16 @@ pub fn create_member(m: &Member, bridge: &str) -> anyhow::Result<()> {
 /// Deleting a namespace deletes its `eth0` and so its veth pair; a veth left over from a
 /// half-made member is deleted on its own.
 pub fn remove(bridge: &str, members: &[Member]) -> anyhow::Result<Vec<String>> {
+    let mut removed = remove_members(members)?;
+    if link_exists(bridge) {
+        ip(&["link", "del", bridge])?;
+        removed.push(format!("bridge {bridge}"));
+    }
+    Ok(removed)
+}
+
+/// Remove the namespaces and veths of `members` (not the bridge).
+pub fn remove_members(members: &[Member]) -> anyhow::Result<Vec<String>> {
     let mut removed = Vec::new();
     for m in members {
         if let Some(ns) = m.netns.as_deref().filter(|ns| netns_exists(ns)) {
@@ -236,10 +246,6 @@ pub fn remove(bridge: &str, members: &[Member]) -> anyhow::Result<Vec<String>> {
                 Err(e) => return Err(e),
             }
         }
-    }
-    if link_exists(bridge) {
-        ip(&["link", "del", bridge])?;
-        removed.push(format!("bridge {bridge}"));
     }
     Ok(removed)
 }

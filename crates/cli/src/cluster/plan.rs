@@ -220,6 +220,7 @@ pub fn plan(
             name: name.clone(),
             role: role.to_owned(),
             partition,
+            partitions: None,
             ip,
             ports,
             netns,
@@ -259,7 +260,7 @@ pub fn plan(
                     text: spindle_conf(shape, &m.name, &servers, &monitors),
                 });
                 m.program = programs.spindle.clone();
-                m.args = spindle_args(shape, m, &conf, http, grpc);
+                m.args = spindle_args(shape.partitions, m, &conf, http, grpc);
             }
         }
     }
@@ -283,6 +284,196 @@ pub fn plan(
         members,
     };
     (cluster, files)
+}
+
+/// The names of the Disk View servers `add` would start: `dvN-J-rR`.
+fn added_names(partitions: u64, replicas: usize) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for j in 0..partitions {
+        out.extend((0..replicas).map(|r| (format!("dv{partitions}-{j}-r{r}"), j)));
+    }
+    out
+}
+
+/// Refuse an `add` that cannot work, saying why; the number of servers it starts.
+pub fn check_add(cluster: &Cluster, partitions: u64, replicas: usize) -> Result<usize, String> {
+    if partitions == 0 || partitions > PARTITIONS_MAX {
+        return Err(format!(
+            "--partitions {partitions}: use 1 to {PARTITIONS_MAX}"
+        ));
+    }
+    if replicas == 0 {
+        return Err("--replicas 0: a set needs at least one Disk View server per partition".into());
+    }
+    let names = added_names(partitions, replicas);
+    if let Some((taken, _)) = names
+        .iter()
+        .find(|(n, _)| cluster.members.iter().any(|m| &m.name == n))
+    {
+        return Err(format!(
+            "{taken} exists already: a {partitions}-way set was added before (retire it first)"
+        ));
+    }
+    if !cluster.members.iter().any(|m| m.partition.is_some()) {
+        return Err("the cluster has no Disk View server to boot a new set from".into());
+    }
+    if let Network::Namespaces { .. } = cluster.network {
+        let next = next_slot(cluster);
+        if next + names.len() > MEMBERS_MAX {
+            return Err(format!(
+                "{} more members do not fit in the cluster's /24 (addresses .2 to .{})",
+                names.len(),
+                MEMBERS_MAX + 1
+            ));
+        }
+    }
+    Ok(names.len())
+}
+
+/// The first member slot (address .(k+2), veth `spvTAGk`) no member used.
+fn next_slot(cluster: &Cluster) -> usize {
+    cluster
+        .members
+        .iter()
+        .map(|m| usize::from(m.ip.octets()[3]).saturating_sub(1))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Add a `partitions`-way set of `replicas` Disk View servers to `cluster` (configs
+/// written, processes not started); `ports`: 2 free ports per server on loopback. Their
+/// names.
+pub fn add(
+    cluster: &mut Cluster,
+    partitions: u64,
+    replicas: usize,
+    ports: &[u16],
+) -> anyhow::Result<Vec<String>> {
+    let template = cluster
+        .members
+        .iter()
+        .find(|m| m.partition.is_some())
+        .ok_or_else(|| anyhow::anyhow!("no Disk View server to copy the configuration of"))?
+        .clone();
+    let conf_text = std::fs::read_to_string(template.dir.join("spindle.toml"))?;
+    let mut free = ports.iter().copied();
+    let mut slot = next_slot(cluster);
+    let mut names = Vec::new();
+    for (name, j) in added_names(partitions, replicas) {
+        let (ip, netns, veth) = match &cluster.network {
+            Network::Loopback => (Ipv4Addr::LOCALHOST, None, None),
+            Network::Namespaces { bridge, gateway } => {
+                let tag = bridge.trim_start_matches("spb");
+                let o = gateway.octets();
+                let ip = Ipv4Addr::new(o[0], o[1], o[2], 2 + slot as u8);
+                slot += 1;
+                (
+                    ip,
+                    Some(format!("spn{tag}-{name}")),
+                    Some(format!("spv{tag}{}", slot - 1)),
+                )
+            }
+        };
+        let (http, grpc) = match cluster.network {
+            Network::Loopback => (
+                free.next().expect("2 ports per server"),
+                free.next().expect("2 ports per server"),
+            ),
+            Network::Namespaces { .. } => (SPINDLE_HTTP_PORT, SPINDLE_GRPC_PORT),
+        };
+        let dir = cluster.dir.join(&name);
+        let mut m = Member {
+            name: name.clone(),
+            role: "disk-view".into(),
+            partition: Some(j),
+            partitions: Some(partitions),
+            ip,
+            ports: Ports::Spindle { http, grpc },
+            netns,
+            veth,
+            program: template.program.clone(),
+            args: Vec::new(),
+            log: cluster.dir.join(format!("{name}.log")),
+            dir,
+            pid: None,
+            start_ticks: None,
+        };
+        let conf = m.dir.join("spindle.toml");
+        std::fs::create_dir_all(&m.dir)?;
+        std::fs::write(&conf, renamed_conf(&conf_text, &name))?;
+        m.args = spindle_args(partitions, &m, &conf, http, grpc);
+        cluster.members.push(m);
+        names.push(name);
+    }
+    Ok(names)
+}
+
+/// A member's config with its `node_name` (its catalog key) set to `name`.
+fn renamed_conf(text: &str, name: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.trim_start().starts_with("node_name") {
+                format!("node_name = {name:?}")
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// Refuse a `retire` of anything but Disk View servers of the cluster, or one that would
+/// leave part of the hash space without a Disk View server.
+pub fn check_retire(cluster: &Cluster, names: &[String]) -> Result<(), String> {
+    for n in names {
+        match cluster.members.iter().find(|m| &m.name == n) {
+            None => return Err(format!("no member {n} in the cluster")),
+            Some(m) if m.partition.is_none() => {
+                return Err(format!(
+                    "{n} is {} {}: `retire` stops Disk View servers only",
+                    if m.role.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                        "an"
+                    } else {
+                        "a"
+                    },
+                    m.role
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    let ranges: Vec<spindle_core::Partition> = cluster
+        .members
+        .iter()
+        .filter(|m| !names.contains(&m.name))
+        .filter_map(|m| {
+            let p = m.partition?;
+            Some(spindle_core::Partition::nth(
+                p,
+                m.partitions.unwrap_or(cluster.partitions),
+            ))
+        })
+        .collect();
+    let mut cuts: Vec<u64> = vec![0, spindle_core::partition::HASH_SPACE];
+    for r in &ranges {
+        cuts.extend([r.lo(), r.hi()]);
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    for w in cuts.windows(2) {
+        let piece = spindle_core::Partition::new(w[0], w[1]).expect("distinct sorted cuts");
+        if !ranges.iter().any(|r| r.covers(piece)) {
+            return Err(format!(
+                "retiring {} would leave hash range [{:#x}, {:#x}) with no Disk View server \
+                 (add a set that covers it first: `spindle cluster add`)",
+                names.join(", "),
+                w[0],
+                w[1]
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn nats_conf(m: &Member, client: u16, monitor: u16, route: u16, routes: &[String]) -> String {
@@ -328,7 +519,8 @@ fn spindle_conf(shape: &Shape, name: &str, servers: &[String], monitors: &[Strin
     )
 }
 
-fn spindle_args(shape: &Shape, m: &Member, conf: &Path, http: u16, grpc: u16) -> Vec<String> {
+fn spindle_args(partitions: u64, m: &Member, conf: &Path, http: u16, grpc: u16) -> Vec<String> {
+    let partitions = m.partitions.unwrap_or(partitions);
     let mut args = vec![
         "serve".to_owned(),
         "--config".to_owned(),
@@ -343,11 +535,8 @@ fn spindle_args(shape: &Shape, m: &Member, conf: &Path, http: u16, grpc: u16) ->
         m.role.clone(),
     ];
     match m.partition {
-        Some(p) => args.extend([
-            "--partition".to_owned(),
-            format!("{p}/{}", shape.partitions),
-        ]),
-        None => args.extend(["--disk-partitions".to_owned(), shape.partitions.to_string()]),
+        Some(p) => args.extend(["--partition".to_owned(), format!("{p}/{partitions}")]),
+        None => args.extend(["--disk-partitions".to_owned(), partitions.to_string()]),
     }
     args
 }

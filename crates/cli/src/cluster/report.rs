@@ -134,7 +134,7 @@ pub fn rows<'a>(cluster: &'a Cluster, prober: &Prober) -> Vec<Row<'a>> {
 
 fn partition(cluster: &Cluster, m: &Member) -> String {
     match (m.partition, m.is_nats()) {
-        (Some(p), _) => format!("{p}/{}", cluster.partitions),
+        (Some(_), _) => m.partition_label(cluster.partitions).unwrap_or_default(),
         (None, true) => "-".to_owned(),
         (None, false) => "all".to_owned(),
     }
@@ -233,7 +233,7 @@ pub fn json(cluster: &Cluster, rows: &[Row]) -> Value {
             json!({
                 "name": m.name,
                 "role": m.role,
-                "partition": m.partition.map(|p| format!("{p}/{}", cluster.partitions)),
+                "partition": m.partition_label(cluster.partitions),
                 "pid": m.pid,
                 "alive": row.alive,
                 "answering": row.answering,

@@ -80,8 +80,13 @@ pub struct Member {
     pub name: String,
     /// `nats`, `disk-view`, or the API processes' role.
     pub role: String,
-    /// For a Disk View server: its partition I of the cluster's partitions.
+    /// For a Disk View server: its partition I of the cluster's partitions (or of
+    /// `partitions`).
     pub partition: Option<u64>,
+    /// For a Disk View server added by `cluster add`: the partition count of its set
+    /// (absent: the cluster's `partitions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<u64>,
     pub ip: Ipv4Addr,
     pub ports: Ports,
     pub netns: Option<String>,
@@ -100,6 +105,12 @@ pub struct Member {
 }
 
 impl Member {
+    /// `I/N` for a Disk View server.
+    pub fn partition_label(&self, cluster_partitions: u64) -> Option<String> {
+        self.partition
+            .map(|p| format!("{p}/{}", self.partitions.unwrap_or(cluster_partitions)))
+    }
+
     pub fn is_nats(&self) -> bool {
         matches!(self.ports, Ports::Nats { .. })
     }
