@@ -225,6 +225,19 @@ fn api_server_reads_and_boots_through_disk_view_servers() {
     );
     assert!(commits <= records, "{log}");
     multiget_all(&client);
+    // The catalog shows every Disk View server at the last write before the restart, so
+    // the restarted api server (which no longer waits for its predecessor's lease: it
+    // stands by meanwhile) boots with all of it.
+    status_until(&rt, &client, "the catalog at the last write", |s| {
+        let members = s["cluster"]["catalog"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        members
+            .iter()
+            .filter(|m| m["entry"]["role"] == "disk-view")
+            .all(|m| m["entry"]["views"][0]["applied_index"].as_u64() >= Some(last))
+    });
     drop(api);
 
     // Restarted with every boot batch slowed, the api server boots from the servers with

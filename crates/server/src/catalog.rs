@@ -203,6 +203,8 @@ struct Entry {
     http: String,
     grpc: String,
     durable_index: u64,
+    /// Whether it appends (holds the stream's appender lease).
+    appender: bool,
     views: Vec<EntryView>,
     /// Cuts of this process's retention holds (boots in flight): the truncation
     /// coordinator keeps the log above each (docs/cluster.md "Re-partitioning").
@@ -223,6 +225,10 @@ struct EntryView {
     /// Disk Views: the latest checkpoints (index, checksum).
     #[serde(skip_serializing_if = "Option::is_none")]
     checkpoints: Option<Vec<crate::status::CheckpointStatus>>,
+    /// Disk Views: why it failed its scrub; other members do not read, boot from or count
+    /// it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    corrupt: Option<String>,
 }
 
 /// `<hostname>-<http port>`, with characters a KV key cannot hold replaced by `-`.
@@ -247,6 +253,7 @@ fn entry_of(node: &Node, name: &str, bound: &Bound) -> Vec<u8> {
         http: bound.http.to_string(),
         grpc: bound.grpc.to_string(),
         durable_index: status.log.durable_index,
+        appender: status.log.appender,
         holds: node.holds.active().iter().map(|h| h.cut.get()).collect(),
         views: status
             .views
@@ -259,6 +266,7 @@ fn entry_of(node: &Node, name: &str, bound: &Bound) -> Vec<u8> {
                 persisted_index: v.persisted_index,
                 checksum: v.checksum,
                 checkpoints: v.checkpoints,
+                corrupt: v.corrupt,
             })
             .collect(),
     };
@@ -326,7 +334,8 @@ impl CatalogSlot {
                 }
                 for v in entry["views"].as_array().into_iter().flatten() {
                     let view = format!("{key}/{}", v["id"].as_str().unwrap_or("?"));
-                    if suspects.contains(&view) {
+                    // Nor does one that failed its scrub.
+                    if suspects.contains(&view) || v["corrupt"].is_string() {
                         continue;
                     }
                     let (Some(lo), Some(hi), Some(persisted)) = (

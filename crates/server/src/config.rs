@@ -52,6 +52,12 @@ pub struct ServerConfig {
     pub truncate: bool,
     /// How often the truncation worker runs.
     pub truncate_interval_ms: u64,
+    /// How often every Disk View is scrubbed: read whole at a snapshot (RocksDB checks
+    /// each block's checksum) and its checksum and checkpoints recomputed and compared
+    /// with the stored ones. A view that fails is marked corrupt: it stops serving reads
+    /// and iteration, and on a shared log it is left out of other members' reads, boots and
+    /// truncation. 0: never.
+    pub scrub_interval_ms: u64,
     /// Preallocated size of each log segment.
     pub log_segment_bytes: u64,
     /// fdatasync before acknowledging appends. Off only for experiments: acknowledged
@@ -209,6 +215,7 @@ impl Default for ServerConfig {
             truncate_replicas_min: 1,
             truncate: true,
             truncate_interval_ms: 10_000,
+            scrub_interval_ms: 86_400_000,
             log_segment_bytes: 64 << 20,
             log_sync: true,
             request_body_bytes_max: 16 << 20,

@@ -367,6 +367,12 @@ impl Service {
                 r.view
             )));
         };
+        if let Some(reason) = slot.corrupt() {
+            return Err(Status::failed_precondition(format!(
+                "Disk View {} failed verification and serves nothing: {reason}",
+                slot.id
+            )));
+        }
         let req = iter_request(r, slot.view.partition())?;
         if *node.stopping().borrow() {
             return Err(shutting_down());

@@ -77,6 +77,19 @@ pub struct FailedCondition {
     pub actual: u64,
 }
 
+impl From<crate::node::DiskUnavailable> for ApiError {
+    fn from(e: crate::node::DiskUnavailable) -> Self {
+        match e {
+            crate::node::DiskUnavailable::NotServed(e) => e.into(),
+            e @ crate::node::DiskUnavailable::Corrupt { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "view_corrupt",
+                e.to_string(),
+            ),
+        }
+    }
+}
+
 impl From<crate::node::NotServed> for ApiError {
     fn from(e: crate::node::NotServed) -> Self {
         ApiError::new(
@@ -469,7 +482,7 @@ fn to_transaction(txn: TxnJson<'_>) -> ApiResult<Transaction> {
         (status = 400, description = "Malformed transaction (`bad_request`); nothing written", body = ErrorBody),
         (status = 421, description = "This is a disk-view server (`read_only_role`): append through a node", body = ErrorBody),
         (status = 409, description = "A condition failed (`conflict`, with `failed`); nothing written", body = ErrorBody),
-        (status = 503, description = "The log refuses writes (`log_unavailable`)", body = ErrorBody),
+        (status = 503, description = "The log refuses writes (`log_unavailable`), or this api server is a standby (`standby`: another holds the appender lease)", body = ErrorBody),
     )
 )]
 async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<AppendAnswer>> {
@@ -479,6 +492,26 @@ async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<App
             "read_only_role",
             "this is a disk-view server: it follows the shared log and serves reads; append \
              through a node (role = \"node\", see the catalog in /v1/status)",
+        ));
+    }
+    if !node.log.appends() {
+        let appender = node
+            .catalog
+            .others()
+            .into_iter()
+            .find(|m| m.entry["appender"] == true && !m.stale)
+            .map_or(
+                "none in the catalog yet (its lease has not expired)".to_owned(),
+                |m| format!("{} at {}", m.name, m.entry["http"].as_str().unwrap_or("?")),
+            );
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "standby",
+            format!(
+                "this api server is a standby: another process holds the stream's appender \
+                 lease (the appender: {appender}); append there, or retry here: this server \
+                 takes over once that lease is released or expires"
+            ),
         ));
     }
     let body = read_body(&node, body, node.config.request_body_bytes_max).await?;

@@ -289,6 +289,40 @@ pub struct DiskSlot {
     pub carousel: Carousel,
     /// Set when the view stops following the log.
     pub stall: Stall,
+    /// What the scrubs of this view found.
+    pub scrub: Mutex<ScrubState>,
+}
+
+/// The scrubs of one Disk View (`scrub_interval_ms`).
+#[derive(Clone, Debug, Default)]
+pub struct ScrubState {
+    pub runs: u64,
+    /// When the last scrub ended, how long it took and how many versions it read.
+    pub last: Option<(Instant, Duration, u64)>,
+    /// Why the view failed its scrub: it serves nothing from then on.
+    pub corrupt: Option<String>,
+}
+
+/// A read of a Disk View this process cannot answer.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskUnavailable {
+    #[error(transparent)]
+    NotServed(#[from] NotServed),
+    /// The view failed its scrub (a corrupt table file, or data that does not match its
+    /// checksum): it answers nothing until it is rebuilt.
+    #[error(
+        "Disk View {view} failed verification and serves nothing: {reason}; read from \
+         another replica, and rebuild this one (remove its directory: a Disk View server \
+         boots it again from the others)"
+    )]
+    Corrupt { view: String, reason: String },
+}
+
+impl DiskSlot {
+    /// Why it serves nothing, once its scrub failed.
+    pub fn corrupt(&self) -> Option<String> {
+        self.scrub.lock().corrupt.clone()
+    }
 }
 
 impl DiskSlot {
@@ -565,6 +599,7 @@ fn open_disk_slot(
         carousel,
         view,
         stall: Stall::default(),
+        scrub: Mutex::new(ScrubState::default()),
     })
 }
 
@@ -644,8 +679,9 @@ impl Node {
                 data.join("log"),
                 log_config,
             )?)),
-            // A node and an api server append; a Disk View server only reads.
-            Some(js) => open_jetstream(js, config.role != crate::config::Role::DiskView)?,
+            // A node appends; an api server appends, or stands by while another holds the
+            // lease; a Disk View server only reads.
+            Some(js) => open_jetstream(js, config.role)?,
         };
         let mut disks = DiskSet::default();
         let held = match config.role {
@@ -672,9 +708,22 @@ impl Node {
                 slot: OnceLock::new(),
                 boot_hold: Mutex::new(None),
             };
-            if boots_new && disk_is_new(&dir, partition)? {
+            // On an empty log there is nothing to boot from (`auto`): open it at once, so its
+            // first catalog entry already lists it.
+            let empty_log = config.disk_boot == crate::config::DiskBoot::Auto
+                && log.durable_index().is_zero()
+                && log.first_index() <= Index::FIRST;
+            let new = boots_new && disk_is_new(&dir, partition)?;
+            if new && !empty_log {
                 *entry.boot_hold.lock() = Some(holds.hold(Index::ZERO));
             } else {
+                if new {
+                    // Nothing it holds may be claimed (a boot's unfinished fill at most).
+                    remove_new_view(&dir).map_err(|e| NodeError::DataDir {
+                        path: dir.clone(),
+                        source: std::io::Error::other(e),
+                    })?;
+                }
                 let slot = open_disk_slot(&config, &dir, partition, &entry.id)?;
                 check_view_against_log(&slot.view, &log)?;
                 let _ = entry.slot.set(slot);
@@ -842,22 +891,92 @@ impl Node {
         self.disks.iter().find(|d| d.id == id).map(|d| &*d.view)
     }
 
-    /// The Disk View that owns `key`.
-    pub fn disk_for(&self, key: &ItemKey) -> Result<&DiskSlot, NotServed> {
+    /// The Disk View that owns `key` (refused once it failed its scrub).
+    pub fn disk_for(&self, key: &ItemKey) -> Result<&DiskSlot, DiskUnavailable> {
         let hash = key.hash();
-        self.disks
+        let slot = self
+            .disks
             .iter()
             .find(|d| d.view.partition().contains(hash))
             .ok_or_else(|| NotServed {
                 hash,
                 held: self.disks.iter().map(|d| d.view.partition()).collect(),
-            })
+            })?;
+        match slot.corrupt() {
+            Some(reason) => Err(DiskUnavailable::Corrupt {
+                view: slot.id.clone(),
+                reason,
+            }),
+            None => Ok(slot),
+        }
     }
 
-    /// The catalog view selection sees: every Disk View, for iteration.
+    /// Scrub every ready Disk View not yet found corrupt (a blocking full read of each):
+    /// record what each scrub found; a view that fails is marked corrupt, reported as a
+    /// failure, and the catalog entry is put again so other members stop using it.
+    pub fn scrub_once(&self) {
+        for d in self.disks.iter() {
+            if *self.stop.borrow() {
+                return;
+            }
+            if d.corrupt().is_some() {
+                continue;
+            }
+            let started = Instant::now();
+            let found = match d.view.verify() {
+                Ok(r) if r.ok() => Ok(r.versions),
+                Ok(r) => Err(format!(
+                    "its data does not match its stored checksum at index {} (stored {}, \
+                     computed {}; {} checkpoint(s) differ, {} version(s) misplaced)",
+                    r.applied,
+                    r.stored.map_or("none".to_owned(), |c| c.to_hex()),
+                    r.computed.to_hex(),
+                    r.checkpoint_mismatches.len(),
+                    r.misplaced
+                )),
+                Err(e) => Err(e.to_string()),
+            };
+            let mut scrub = d.scrub.lock();
+            scrub.runs += 1;
+            match found {
+                Ok(versions) => scrub.last = Some((Instant::now(), started.elapsed(), versions)),
+                Err(reason) => {
+                    scrub.last = Some((Instant::now(), started.elapsed(), 0));
+                    scrub.corrupt = Some(reason.clone());
+                    drop(scrub);
+                    self.fail(format!(
+                        "Disk View {} failed its scrub and serves nothing from now on: {reason}",
+                        d.id
+                    ));
+                    self.catalog.renew_now();
+                }
+            }
+        }
+    }
+
+    /// Run the scrubs every `scrub_interval_ms` until the node stops (not at all for 0).
+    pub async fn scrub_worker(self: Arc<Self>) {
+        if self.config.scrub_interval_ms == 0 {
+            return;
+        }
+        let mut stop = self.stop.subscribe();
+        let every = Duration::from_millis(self.config.scrub_interval_ms);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            let node = self.clone();
+            let _ = tokio::task::spawn_blocking(move || node.scrub_once()).await;
+        }
+    }
+
+    /// The catalog view selection sees: every Disk View that has not failed its scrub, for
+    /// iteration.
     pub fn catalog(&self) -> Vec<CatalogEntry> {
         self.disks
             .iter()
+            .filter(|d| d.corrupt().is_none())
             .map(|d| CatalogEntry {
                 id: d.id.clone(),
                 range: d.view.partition(),
@@ -1268,9 +1387,11 @@ impl Node {
     /// *persisted* applied index, never its in-memory one: after a power cut a view comes
     /// back at what it had synced, and the log must still hold everything above that.
     pub fn truncation_decision(&self) -> Truncation {
+        // A view that failed its scrub is no replica.
         let mut replicas: Vec<Replica> = self
             .disks
             .iter()
+            .filter(|d| d.corrupt().is_none())
             .map(|d| Replica {
                 view: d.id.clone(),
                 range: d.view.partition(),
@@ -1319,7 +1440,8 @@ impl Node {
         };
         let decision = self.truncation_decision();
         let result = match persisted {
-            Ok(()) if self.config.truncate => Some(
+            // Only the appender purges (a standby api server decides but does not act).
+            Ok(()) if self.config.truncate && self.log.appends() => Some(
                 truncate::truncate(&self.log, &decision)
                     .await
                     .map_err(|e| e.to_string()),
@@ -1461,23 +1583,26 @@ impl Node {
 #[cfg(feature = "jetstream")]
 fn open_jetstream(
     js: &crate::config::JetStreamSettings,
-    appender: bool,
+    role: crate::config::Role,
 ) -> Result<NodeLog, NodeError> {
     use spindle_log::jetstream::{JetStreamConfig, JetStreamLog};
     let mut config = JetStreamConfig::new(js.servers.clone(), js.monitor_urls.clone());
     config.stream = js.stream.clone();
     config.replicas = js.replicas;
-    let log = if appender {
-        JetStreamLog::open(config)
-    } else {
-        JetStreamLog::open_reader(config)
+    let log = match role {
+        crate::config::Role::Node => JetStreamLog::open(config),
+        crate::config::Role::Api => JetStreamLog::open_standby(config),
+        crate::config::Role::DiskView => JetStreamLog::open_reader(config),
     }
     .map_err(|e| NodeError::JetStreamLog(e.to_string()))?;
     Ok(NodeLog::JetStream(Arc::new(log)))
 }
 
 #[cfg(not(feature = "jetstream"))]
-fn open_jetstream(_: &crate::config::JetStreamSettings, _: bool) -> Result<NodeLog, NodeError> {
+fn open_jetstream(
+    _: &crate::config::JetStreamSettings,
+    _: crate::config::Role,
+) -> Result<NodeLog, NodeError> {
     Err(NodeError::JetStreamLog(
         "this build has no JetStream support (the `jetstream` feature)".into(),
     ))

@@ -45,6 +45,25 @@ impl NodeLog {
         }
     }
 
+    /// Whether this process appends: always on the file log; on JetStream while it holds
+    /// the appender lease.
+    pub fn appends(&self) -> bool {
+        match self {
+            NodeLog::File(_) => true,
+            #[cfg(feature = "jetstream")]
+            NodeLog::JetStream(j) => j.is_appender(),
+        }
+    }
+
+    /// Why a JetStream standby that took the lease could not start appending.
+    pub fn standby_error(&self) -> Option<String> {
+        match self {
+            NodeLog::File(_) => None,
+            #[cfg(feature = "jetstream")]
+            NodeLog::JetStream(j) => j.promotion_error(),
+        }
+    }
+
     /// Encoded transactions waiting for the file log's writer (0 on JetStream, whose
     /// appender bounds its intake by transactions).
     pub fn intake_queued_bytes(&self) -> usize {

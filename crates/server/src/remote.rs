@@ -52,7 +52,7 @@ impl RemoteView {
 }
 
 /// The Disk Views of the members of a catalog entry list (`CatalogSlot::others`), skipping
-/// entries that are not JSON or not Disk Views.
+/// entries that are not JSON or not Disk Views, and views that failed their scrub.
 pub fn remote_views(members: &[crate::catalog::Other]) -> Vec<RemoteView> {
     let mut out = Vec::new();
     for m in members {
@@ -61,7 +61,8 @@ pub fn remote_views(members: &[crate::catalog::Other]) -> Vec<RemoteView> {
             continue;
         };
         for v in entry["views"].as_array().into_iter().flatten() {
-            if v["kind"] != "disk" {
+            // A view that failed its scrub serves nothing.
+            if v["kind"] != "disk" || v["corrupt"].is_string() {
                 continue;
             }
             let (Some(id), Some(lo), Some(hi), Some(applied)) = (

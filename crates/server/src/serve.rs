@@ -71,6 +71,7 @@ pub async fn serve(
             .serve_with_incoming_shutdown(incoming, wait(stopping.subscribe())),
     );
     let truncation = tokio::spawn(node.clone().truncation_worker());
+    let scrubs = tokio::spawn(node.clone().scrub_worker());
     shutdown.await;
     let budget = node.config.shutdown_max();
     let deadline = tokio::time::Instant::now() + budget;
@@ -135,6 +136,7 @@ pub async fn serve(
         }
     };
     truncation.abort();
+    scrubs.abort();
     if let Some(result) = http_result {
         result??;
     }

@@ -77,6 +77,13 @@ pub struct LogStatus {
     /// `"file"` (the log under the data directory) or `"jetstream"` (a NATS JetStream
     /// stream, whose servers sync: the fsync fields below stay 0 / absent).
     pub kind: &'static str,
+    /// Whether this process appends: always on the file log; on JetStream while it holds
+    /// the stream's appender lease (an api server without it is a standby: it serves reads
+    /// and takes over the lease once it is free; a disk-view server never appends).
+    pub appender: bool,
+    /// Why a standby that took the lease could not start appending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standby_error: Option<String>,
     pub first_index: u64,
     pub durable_index: u64,
     pub syncs: u64,
@@ -122,6 +129,24 @@ pub struct ViewStatus {
     /// The view cannot write now (its disk is full) and retries on its own: `stalled`
     /// says why, and it clears when a write succeeds.
     pub paused: bool,
+    /// Disk Views: why the view failed its scrub; it serves nothing from then on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrupt: Option<String>,
+    /// Disk Views: its scrubs (`scrub_interval_ms`), once one has run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scrub: Option<ScrubStatus>,
+}
+
+/// The scrubs of a Disk View.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ScrubStatus {
+    pub runs: u64,
+    /// Seconds since the last scrub ended.
+    pub age_s: f64,
+    /// How long the last scrub took.
+    pub seconds: f64,
+    /// Versions the last scrub read (0 when it failed).
+    pub versions: u64,
 }
 
 /// A Disk View's checksum of exactly the versions with index ≤ `index`.
@@ -240,6 +265,7 @@ impl Node {
             let p = d.view.partition();
             // The checksum and the applied index it covers, read together.
             let sum = d.view.checksum();
+            let scrub = d.scrub.lock().clone();
             let applied = sum.applied.get();
             views.push(ViewStatus {
                 id: d.id.clone(),
@@ -253,6 +279,13 @@ impl Node {
                 ready: true,
                 stalled: d.stall.reason(),
                 paused: d.stall.state().is_some_and(|s| s.retrying),
+                corrupt: scrub.corrupt.clone(),
+                scrub: scrub.last.map(|(at, took, versions)| ScrubStatus {
+                    runs: scrub.runs,
+                    age_s: at.elapsed().as_secs_f64(),
+                    seconds: took.as_secs_f64(),
+                    versions,
+                }),
             });
         }
         // The Memory View is listed only where the node keeps one.
@@ -289,6 +322,8 @@ impl Node {
                 ready,
                 paused: stalled.as_ref().is_some_and(|s| s.retrying),
                 stalled: stalled.map(|s| s.reason),
+                corrupt: None,
+                scrub: None,
             });
         }
         let boots = self
@@ -348,6 +383,8 @@ impl Node {
             uptime_s: self.started.elapsed().as_secs_f64(),
             log: LogStatus {
                 kind: self.log.kind(),
+                appender: self.log.appends(),
+                standby_error: self.log.standby_error(),
                 first_index: self.log.first_index().get(),
                 durable_index: durable,
                 syncs: count(|s| &s.syncs),

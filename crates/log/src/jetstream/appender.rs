@@ -39,11 +39,22 @@ const WRONG_LAST_SEQUENCE: u64 = 10071;
 const DUPLICATE_MSG_ID: u64 = 10201;
 const RESOLVE_PAUSE: Duration = Duration::from_millis(100);
 
+/// How a handle opens: taking the lease now, reading only, or reading until it can take
+/// the lease (a standby).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Appender,
+    Reader,
+    Standby,
+}
+
 /// Connect, check, and (for an appender) take the lease and rebuild the version table.
+/// Also the largest batch the servers take, for a later `promote`.
 pub(crate) async fn open(
     config: JetStreamConfig,
-    appender: bool,
-) -> Result<(Arc<Shared>, Option<mpsc::Sender<Command>>), JetStreamError> {
+    mode: Mode,
+) -> Result<(Arc<Shared>, Option<mpsc::Sender<Command>>, usize), JetStreamError> {
+    let appender = mode != Mode::Reader;
     if config.monitor_urls.is_empty() {
         return Err(JetStreamError::NoMonitor);
     }
@@ -97,12 +108,88 @@ pub(crate) async fn open(
     let first = Index::new(info.state.first_sequence.max(1));
     let last = Index::new(info.state.last_sequence);
     let shared = shared(client, config, first, last);
-    if !appender {
-        return Ok((shared, None));
-    }
+    let records_max = batch_records_max.max(1);
     let id = format!("{:016x}", rand::random::<u64>());
-    let lease = Arc::new(Lease::acquire(&shared, id.clone()).await?);
-    let versions = rebuild(&shared).await?;
+    let lease = match mode {
+        Mode::Reader => return Ok((shared, None, records_max)),
+        Mode::Appender => Lease::acquire(&shared, id.clone(), shared.config.lease_wait).await?,
+        // A standby takes a free lease at once, as an appender would; a held one later.
+        Mode::Standby => match Lease::acquire(&shared, id.clone(), Duration::ZERO).await {
+            Ok(lease) => lease,
+            Err(JetStreamError::LeaseHeld { holder, .. }) => {
+                tracing::info!(
+                    stream = %shared.config.stream,
+                    "the appender lease is held by {holder}: standing by (reads only)"
+                );
+                return Ok((shared, None, records_max));
+            }
+            Err(e) => return Err(e),
+        },
+    };
+    let tx = start_appender(&shared, Arc::new(lease), id, records_max).await?;
+    Ok((shared, Some(tx), records_max))
+}
+
+/// A standby's promotion: wait (as long as it takes, until `closed`) for the lease, then
+/// read the stream's state as it is now, rebuild the version table and start appending.
+/// `None` once `closed` turned true first.
+pub(crate) async fn promote(
+    shared: &Arc<Shared>,
+    records_max: usize,
+    closed: &std::sync::atomic::AtomicBool,
+) -> Option<Result<mpsc::Sender<Command>, JetStreamError>> {
+    let id = format!("{:016x}", rand::random::<u64>());
+    let lease = loop {
+        if closed.load(Ordering::Acquire) {
+            return None;
+        }
+        match Lease::acquire(shared, id.clone(), shared.config.lease_wait).await {
+            Ok(lease) => break Arc::new(lease),
+            Err(JetStreamError::LeaseHeld { .. }) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "standby: taking the appender lease failed; retrying");
+                tokio::time::sleep(RESOLVE_PAUSE * 10).await;
+            }
+        }
+    };
+    if closed.load(Ordering::Acquire) {
+        lease.release().await;
+        return None;
+    }
+    tracing::info!(
+        stream = %shared.config.stream,
+        "standby: took the appender lease; rebuilding the version table"
+    );
+    // The previous appender is gone: the stream's end as it is now is the durable index
+    // (every message of the stream belongs to a whole atomic batch).
+    let info = match shared.js.get_stream(&shared.config.stream).await {
+        Ok(mut s) => s.info().await.map(|i| i.state.clone()),
+        Err(e) => return Some(Err(nats_err("get stream")(e.to_string()))),
+    };
+    match info {
+        Ok(state) => {
+            shared.set_first(Index::new(state.first_sequence.max(1)));
+            shared.advance_durable(Index::new(state.last_sequence));
+        }
+        Err(e) => return Some(Err(nats_err("stream info")(e.to_string()))),
+    }
+    Some(start_appender(shared, lease, id, records_max).await)
+}
+
+/// Holding `lease`: rebuild the version table and start the group-commit task.
+async fn start_appender(
+    shared: &Arc<Shared>,
+    lease: Arc<Lease>,
+    id: String,
+    records_max: usize,
+) -> Result<mpsc::Sender<Command>, JetStreamError> {
+    let versions = match rebuild(shared).await {
+        Ok(v) => v,
+        Err(e) => {
+            lease.release().await;
+            return Err(e);
+        }
+    };
     let (tx, rx) = mpsc::channel(shared.config.intake_txns_max.max(1));
     let renewal = tokio::spawn(lease.clone().renew_forever(shared.config.lease_ttl));
     let task = Appender {
@@ -112,13 +199,13 @@ pub(crate) async fn open(
         lease,
         id,
         batch_no: 0,
-        records_max: batch_records_max.max(1),
+        records_max,
     };
     tokio::spawn(async move {
         task.run(rx).await;
         renewal.abort();
     });
-    Ok((shared, Some(tx)))
+    Ok(tx)
 }
 
 async fn connect(config: &JetStreamConfig) -> Result<async_nats::Client, JetStreamError> {
@@ -179,7 +266,8 @@ struct Lease {
 }
 
 impl Lease {
-    async fn acquire(shared: &Shared, id: String) -> Result<Lease, JetStreamError> {
+    /// Take the lease, waiting up to `wait` while another holds it.
+    async fn acquire(shared: &Shared, id: String, wait: Duration) -> Result<Lease, JetStreamError> {
         let config = &shared.config;
         let bucket = config.lease_bucket();
         // A cluster that just started may not place a new bucket at once: ask again until
@@ -233,7 +321,7 @@ impl Lease {
                             });
                         }
                     }
-                    if started.elapsed() >= config.lease_wait {
+                    if started.elapsed() >= wait {
                         let holder = kv
                             .get(LEASE_KEY)
                             .await

@@ -248,7 +248,15 @@ pub(crate) enum Command {
 #[derive(Debug)]
 pub struct JetStreamLog {
     shared: Arc<Shared>,
-    intake: Option<mpsc::Sender<Command>>,
+    /// The group-commit task's intake: set at open for an appender, when a standby takes
+    /// the lease, never for a reader.
+    intake: Arc<std::sync::OnceLock<mpsc::Sender<Command>>>,
+    /// Turns true at `close`: a standby stops waiting for the lease.
+    closed: Arc<std::sync::atomic::AtomicBool>,
+    /// Why a standby's promotion failed, if it did.
+    promotion_error: Arc<Mutex<Option<String>>>,
+    /// The largest batch the servers take (for a standby's appender).
+    records_max: usize,
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
     handle: tokio::runtime::Handle,
 }
@@ -266,7 +274,7 @@ impl JetStreamLog {
     /// it if absent), take the lease, rebuild the version table from the checkpoint and the
     /// retained records, and start the group-commit task.
     pub fn open(config: JetStreamConfig) -> Result<JetStreamLog, JetStreamError> {
-        Self::start(config, true)
+        Self::start(config, appender::Mode::Appender)
     }
 
     /// Group commits this handle's appender made and their records (`syncs` stays 0: the
@@ -277,10 +285,54 @@ impl JetStreamLog {
 
     /// Open a handle that reads (and waits for) the stream without taking the lease.
     pub fn open_reader(config: JetStreamConfig) -> Result<JetStreamLog, JetStreamError> {
-        Self::start(config, false)
+        Self::start(config, appender::Mode::Reader)
     }
 
-    fn start(config: JetStreamConfig, appender: bool) -> Result<JetStreamLog, JetStreamError> {
+    /// Open a standby: a reader now (creating the stream if absent) that takes the lease
+    /// whenever it is free — at once if nobody holds it, else once its holder releases it
+    /// or stops renewing it — and then appends like `open`'s handle (`is_appender`).
+    pub fn open_standby(config: JetStreamConfig) -> Result<JetStreamLog, JetStreamError> {
+        let log = Self::start(config, appender::Mode::Standby)?;
+        if log.is_appender() {
+            return Ok(log);
+        }
+        let (shared, intake, closed, error) = (
+            log.shared.clone(),
+            log.intake.clone(),
+            log.closed.clone(),
+            log.promotion_error.clone(),
+        );
+        let records_max = log.records_max;
+        log.handle.spawn(async move {
+            match appender::promote(&shared, records_max, &closed).await {
+                None => {}
+                Some(Ok(tx)) => {
+                    let _ = intake.set(tx);
+                    tracing::info!(stream = %shared.config.stream, "standby: now the appender");
+                }
+                Some(Err(e)) => {
+                    tracing::error!(error = %e, "standby: could not become the appender");
+                    *error.lock() = Some(e.to_string());
+                }
+            }
+        });
+        Ok(log)
+    }
+
+    /// Whether this handle appends (it holds the lease).
+    pub fn is_appender(&self) -> bool {
+        self.intake.get().is_some()
+    }
+
+    /// Why a standby could not become the appender after it took the lease.
+    pub fn promotion_error(&self) -> Option<String> {
+        self.promotion_error.lock().clone()
+    }
+
+    fn start(
+        config: JetStreamConfig,
+        mode: appender::Mode,
+    ) -> Result<JetStreamLog, JetStreamError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("spindle-jetstream")
@@ -289,20 +341,27 @@ impl JetStreamLog {
             .map_err(JetStreamError::Runtime)?;
         let handle = runtime.handle().clone();
         let opened = std::thread::scope(|s| {
-            s.spawn(|| runtime.block_on(appender::open(config, appender)))
+            s.spawn(|| runtime.block_on(appender::open(config, mode)))
                 .join()
                 .expect("the open task does not panic")
         });
-        let (shared, intake) = match opened {
+        let (shared, intake, records_max) = match opened {
             Ok(opened) => opened,
             Err(e) => {
                 runtime.shutdown_background();
                 return Err(e);
             }
         };
+        let cell = std::sync::OnceLock::new();
+        if let Some(tx) = intake {
+            let _ = cell.set(tx);
+        }
         Ok(JetStreamLog {
             shared,
-            intake,
+            intake: Arc::new(cell),
+            closed: Arc::default(),
+            promotion_error: Arc::default(),
+            records_max,
             runtime: Mutex::new(Some(runtime)),
             handle,
         })
@@ -342,8 +401,10 @@ impl JetStreamLog {
         &self,
         txns: Vec<PreparedTxn>,
     ) -> Result<Vec<Result<Index, AppendError>>, AppendError> {
-        let intake = self.intake.as_ref().ok_or_else(|| AppendError::Failed {
-            cause: "this JetStream log handle is a reader; appends go through the appender".into(),
+        let intake = self.intake.get().ok_or_else(|| AppendError::Failed {
+            cause: "this JetStream log handle is a reader (or a standby that does not hold the \
+                    appender lease yet); appends go through the appender"
+                .into(),
         })?;
         if let Some(cause) = self.shared.failure() {
             return Err(AppendError::Failed { cause });
@@ -373,7 +434,9 @@ impl JetStreamLog {
 
     /// Finish queued appends, release the lease and stop. Later appends get `Closed`.
     pub async fn close(&self) {
-        if let Some(intake) = &self.intake {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        if let Some(intake) = self.intake.get() {
             let (reply, rx) = oneshot::channel();
             if intake.send(Command::Close { reply }).await.is_ok() {
                 let _ = rx.await;
@@ -424,7 +487,7 @@ impl crate::Log for JetStreamLog {
     }
 
     async fn truncate_prefix(&self, below: Index) -> Result<Index, TruncateError> {
-        let intake = self.intake.as_ref().ok_or_else(|| TruncateError::Failed {
+        let intake = self.intake.get().ok_or_else(|| TruncateError::Failed {
             cause: "this JetStream log handle is a reader; the appender truncates".into(),
         })?;
         let (reply, rx) = oneshot::channel();
