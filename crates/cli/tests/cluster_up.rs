@@ -237,7 +237,8 @@ fn scenario(root: &Path, network: &[&str]) -> Value {
         partition_one_replica(&rt, &dir, &api, p);
     }
 
-    // Re-partitioning: a 3-way set boots from the 2-way one, which is then retired; every
+    // Re-partitioning: a 3-way set (2 replicas each, as the cluster's) boots from the 2-way
+    // one, which is then retired; every
     // write is still read back through the API, now from the 3-way set alone.
     let refused = spindle(&["cluster", "add", "--dir", &dir, "--partitions", "0"]);
     assert!(!refused.status.success());
@@ -249,8 +250,9 @@ fn scenario(root: &Path, network: &[&str]) -> Value {
         );
     }
     let s = status(&dir);
-    for j in 0..3 {
-        let m = member(&s, &format!("dv3-{j}-r0"));
+    for name in (0..3).flat_map(|j| [format!("dv3-{j}-r0"), format!("dv3-{j}-r1")]) {
+        let m = member(&s, &name);
+        let j = &name[4..5];
         assert_eq!(m["partition"], format!("{j}/3"), "{m}");
         assert_eq!(m["alive"], true, "{m}");
     }
@@ -265,7 +267,7 @@ fn scenario(root: &Path, network: &[&str]) -> Value {
     }
     let old = ["dv-0-r0", "dv-0-r1", "dv-1-r0", "dv-1-r1"];
     let mut all = old.to_vec();
-    all.push("dv3-1-r0");
+    all.extend(["dv3-1-r0", "dv3-1-r1"]);
     let out = spindle(&[&["cluster", "retire", "--dir", &dir][..], &all].concat());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

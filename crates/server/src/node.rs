@@ -463,8 +463,9 @@ pub const REMOTE_SELECT_RETRY_MS: u64 = 250;
 /// Boots of one new Disk View a server tries when the log is truncated past each cut.
 pub const DISK_BOOT_ATTEMPTS_MAX: u32 = 3;
 
-/// Empty the directory of a Disk View that holds nothing it may claim (`disk_is_new`), so a
-/// boot starts clean: a fill left by an earlier attempt may hold versions above a new cut.
+/// Empty the directory of a Disk View that holds nothing it may claim (`disk_is_new`) or
+/// can never catch up (`behind_log`), so a boot starts clean: a fill left by an earlier
+/// attempt may hold versions above a new cut.
 fn remove_new_view(dir: &Path) -> Result<(), String> {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
@@ -603,6 +604,28 @@ fn open_disk_slot(
     })
 }
 
+/// Whether the Disk View in `dir` has applied less than the log still holds (the records
+/// after its applied index were purged): it can never catch up, protects nothing, and a
+/// Disk View server that boots new partitions fills it again instead of refusing to start.
+fn behind_log(dir: &Path, partition: Partition, log: &NodeLog) -> Result<bool, NodeError> {
+    let view = DiskView::open(dir, partition).map_err(|source| NodeError::View {
+        dir: dir.to_owned(),
+        source,
+    })?;
+    let first = log
+        .refresh_first_index()
+        .unwrap_or_else(|_| log.first_index());
+    let behind = view.applied_index().next() < first;
+    if behind {
+        tracing::warn!(
+            "{}: applied through {}, but the log starts at {first}: booting it again",
+            dir.display(),
+            view.applied_index()
+        );
+    }
+    Ok(behind)
+}
+
 /// Whether the Disk View in `dir` holds nothing yet: absent, never applied anything, or
 /// left by a boot that did not finish (which holds nothing it may claim).
 fn disk_is_new(dir: &Path, partition: Partition) -> Result<bool, NodeError> {
@@ -713,7 +736,8 @@ impl Node {
             let empty_log = config.disk_boot == crate::config::DiskBoot::Auto
                 && log.durable_index().is_zero()
                 && log.first_index() <= Index::FIRST;
-            let new = boots_new && disk_is_new(&dir, partition)?;
+            let new =
+                boots_new && (disk_is_new(&dir, partition)? || behind_log(&dir, partition, &log)?);
             if new && !empty_log {
                 *entry.boot_hold.lock() = Some(holds.hold(Index::ZERO));
             } else {
@@ -1253,7 +1277,15 @@ impl Node {
             if *self.stop.borrow() {
                 return None;
             }
-            let first = self.log.first_index();
+            // Asked of the servers: a reader's cached first index can lag a purge.
+            let first = match self.log.refresh_first_index() {
+                Ok(first) => first,
+                Err(e) => {
+                    set_waiting(Some(format!("reading the log's first index: {e}")));
+                    sleep();
+                    continue;
+                }
+            };
             let views = self.catalog.boot_views();
             let chosen = select(
                 &crate::remote::selection_catalog(&views),
@@ -1323,7 +1355,11 @@ impl Node {
             }
             // The coordinator may have passed the cut before it saw the hold: the records
             // after the cut must still be in the log, or the view could never catch up.
-            let first = self.log.first_index();
+            // Unknown counts as purged: booting again is safe, following a gap is not.
+            let first = self
+                .log
+                .refresh_first_index()
+                .unwrap_or(Index::new(u64::MAX));
             if plan.cut.next() < first {
                 if attempts >= DISK_BOOT_ATTEMPTS_MAX {
                     return Some(Err(format!(

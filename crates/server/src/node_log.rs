@@ -55,6 +55,16 @@ impl NodeLog {
         }
     }
 
+    /// The log's first retained index as it is now (on JetStream asked of the servers:
+    /// a reader's cached one can lag a purge made by the appender).
+    pub fn refresh_first_index(&self) -> Result<Index, String> {
+        match self {
+            NodeLog::File(f) => Ok(Log::first_index(&**f)),
+            #[cfg(feature = "jetstream")]
+            NodeLog::JetStream(j) => j.refresh_first_index(),
+        }
+    }
+
     /// Why a JetStream standby that took the lease could not start appending.
     pub fn standby_error(&self) -> Option<String> {
         match self {

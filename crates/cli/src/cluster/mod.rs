@@ -79,9 +79,10 @@ struct AddArgs {
     /// Partitions of the new set (each a 1/N of the hash space, e.g. 8 beside a 4-way set).
     #[arg(long)]
     partitions: u64,
-    /// Disk View servers per partition in the new set.
-    #[arg(long, default_value_t = 1)]
-    replicas: usize,
+    /// Disk View servers per partition in the new set (default: the cluster's `--replicas`,
+    /// which is the number of replicas truncation waits for).
+    #[arg(long)]
+    replicas: Option<usize>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -526,12 +527,13 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
     let lock = state::lock(&a.dir)?;
     let mut cluster = state::load_existing(&a.dir)?;
     check_up(&cluster, "add")?;
-    let count = plan::check_add(&cluster, a.partitions, a.replicas).map_err(|e| anyhow!(e))?;
+    let replicas = a.replicas.unwrap_or(cluster.replicas);
+    let count = plan::check_add(&cluster, a.partitions, replicas).map_err(|e| anyhow!(e))?;
     let ports = match cluster.network {
         Network::Loopback => free_ports(2 * count)?,
         Network::Namespaces { .. } => Vec::new(),
     };
-    let added = plan::add(&mut cluster, a.partitions, a.replicas, &ports)?;
+    let added = plan::add(&mut cluster, a.partitions, replicas, &ports)?;
     let token = report::read_token(&cluster)
         .ok_or_else(|| anyhow!("{} is missing", cluster.dir.join(TOKEN_FILE).display()))?;
     cluster.save()?;

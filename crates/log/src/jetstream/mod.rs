@@ -319,6 +319,29 @@ impl JetStreamLog {
         Ok(log)
     }
 
+    /// The stream's first retained sequence as its servers report it now, which also
+    /// raises the cached `first_index` (a reader's cache moves only when a read meets a
+    /// purged gap, so it can lag a purge by the appender).
+    pub fn refresh_first_index(&self) -> Result<Index, String> {
+        let shared = self.shared.clone();
+        let asked = async move {
+            let mut stream = shared
+                .js
+                .get_stream(&shared.config.stream)
+                .await
+                .map_err(|e| format!("get stream: {e}"))?;
+            let info = stream
+                .info()
+                .await
+                .map_err(|e| format!("stream info: {e}"))?;
+            Ok::<_, String>(Index::new(info.state.first_sequence.max(1)))
+        };
+        let first = futures::executor::block_on(self.handle.spawn(asked))
+            .map_err(|e| format!("stream info task: {e}"))??;
+        self.shared.set_first(first);
+        Ok(self.shared.first_index())
+    }
+
     /// Whether this handle appends (it holds the lease).
     pub fn is_appender(&self) -> bool {
         self.intake.get().is_some()
