@@ -1271,7 +1271,16 @@ impl Node {
             head: Index::ZERO,
             lag_records_max: u64::MAX,
         };
+        // Say why it waits (logged once), then look again after a pause.
         let mut waiting_logged = false;
+        let mut wait = |why: String| {
+            if !waiting_logged {
+                tracing::info!("{}: {why}", entry.id);
+                waiting_logged = true;
+            }
+            set_waiting(Some(why));
+            sleep();
+        };
         let mut attempts = 0;
         loop {
             if *self.stop.borrow() {
@@ -1281,8 +1290,7 @@ impl Node {
             let first = match self.log.refresh_first_index() {
                 Ok(first) => first,
                 Err(e) => {
-                    set_waiting(Some(format!("reading the log's first index: {e}")));
-                    sleep();
+                    wait(format!("reading the log's first index: {e}"));
                     continue;
                 }
             };
@@ -1308,34 +1316,22 @@ impl Node {
                     return Some(slot);
                 }
                 Ok(plan) => {
-                    let why = format!(
+                    wait(format!(
                         "the Disk View servers covering [{:#x}, {:#x}) have applied through \
                          {}, but the log starts at {first}: waiting for fresher ones",
                         partition.lo(),
                         partition.hi(),
                         plan.cut
-                    );
-                    if !waiting_logged {
-                        tracing::info!("{}: {why}", entry.id);
-                        waiting_logged = true;
-                    }
-                    set_waiting(Some(why));
-                    sleep();
+                    ));
                     continue;
                 }
                 Err(e) => {
-                    let why = format!(
+                    wait(format!(
                         "no Disk View servers in the catalog cover [{:#x}, {:#x}) to boot \
                          from ({e}), and the log starts at {first}",
                         partition.lo(),
                         partition.hi()
-                    );
-                    if !waiting_logged {
-                        tracing::info!("{}: {why}", entry.id);
-                        waiting_logged = true;
-                    }
-                    set_waiting(Some(why));
-                    sleep();
+                    ));
                     continue;
                 }
             };
