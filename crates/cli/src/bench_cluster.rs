@@ -270,6 +270,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     let (servers, nats, _) = catch_up.read()?;
                     row.server_cpu_s = row.server_cpu_s.map(|c| c + servers);
                     row.nats_cpu_s = row.nats_cpu_s.map(|c| c + nats);
+                    rt.block_on(print_log_counters(&cluster));
                     row
                 }
                 "jetstream-raw" => rt.block_on(raw_publishes(&cluster, args, false))?,
@@ -395,6 +396,8 @@ struct Cluster {
     pids: Vec<u32>,
     /// The NATS servers' processes (among `pids`).
     nats_pids: Vec<u32>,
+    /// Every Spindle member's name and HTTP URL.
+    spindles: Vec<(String, String)>,
     stopped: bool,
 }
 
@@ -548,6 +551,7 @@ impl Cluster {
             rx_device: "lo".to_owned(),
             pids: Vec::new(),
             nats_pids: Vec::new(),
+            spindles: Vec::new(),
             stopped: false,
         };
         if !out.success() {
@@ -570,6 +574,11 @@ impl Cluster {
             .collect();
         cluster.monitors = c.members.iter().filter_map(|m| m.monitor_url()).collect();
         cluster.stream = c.stream.clone();
+        cluster.spindles = c
+            .members
+            .iter()
+            .filter_map(|m| Some((m.name.clone(), m.http_url()?)))
+            .collect();
         cluster.pids = c.members.iter().filter_map(|m| m.pid).collect();
         cluster.nats_pids = c
             .members
@@ -818,6 +827,35 @@ async fn raw_publishes(cluster: &Cluster, args: &Args, batch: bool) -> anyhow::R
 }
 
 /// The api server's durable index.
+/// Each Spindle member's log counters so far (group commits and their records on the
+/// appender; records read from the feed and from the stream), on stderr: where the
+/// cluster's work per event goes.
+async fn print_log_counters(cluster: &Cluster) {
+    for (name, url) in &cluster.spindles {
+        let client = HttpClient::new(url, Some(cluster.token.clone()));
+        let log = match client.json(Method::GET, "/v1/status", None).await {
+            Ok((code, status)) if code.is_success() => status["log"].clone(),
+            Ok((code, _)) => {
+                eprintln!("bench cluster: {name}: /v1/status answered {code}");
+                continue;
+            }
+            Err(e) => {
+                eprintln!("bench cluster: {name}: /v1/status: {e}");
+                continue;
+            }
+        };
+        let n = |k: &str| log[k].as_u64().unwrap_or(0);
+        let per_batch = n("records") as f64 / n("group_commits").max(1) as f64;
+        eprintln!(
+            "bench cluster: {name}: {} group commits, {per_batch:.1} records each; read {} \
+             records from the feed, {} from the stream",
+            n("group_commits"),
+            n("records_from_feed"),
+            n("records_from_stream")
+        );
+    }
+}
+
 async fn durable_index(client: &HttpClient) -> anyhow::Result<Index> {
     let (code, status) = client.json(Method::GET, "/v1/status", None).await?;
     ensure!(code.is_success(), "/v1/status answered {code}: {status}");

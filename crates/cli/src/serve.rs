@@ -117,14 +117,7 @@ fn config(args: &Args) -> anyhow::Result<ServerConfig> {
         c.disk_direct_reads = true;
     }
     if !args.jetstream.is_empty() || !args.jetstream_monitor.is_empty() {
-        let js = c.jetstream.get_or_insert_with(|| JetStreamSettings {
-            servers: Vec::new(),
-            monitor_urls: Vec::new(),
-            stream: "SPINDLE".to_owned(),
-            replicas: 3,
-            node_name: None,
-            catalog_ttl_ms: 10_000,
-        });
+        let js = c.jetstream.get_or_insert_with(JetStreamSettings::empty);
         if !args.jetstream.is_empty() {
             js.servers = args.jetstream.clone();
         }

@@ -188,6 +188,39 @@ pub struct JetStreamSettings {
     /// A catalog entry not renewed for this long drops out (renewed every third of it).
     #[serde(default = "default_catalog_ttl_ms")]
     pub catalog_ttl_ms: u64,
+    /// How long the appender's group commit waits for more transactions while it holds
+    /// fewer than the previous one (a lone writer never waits); 0 never waits.
+    #[serde(default = "default_group_commit_linger_ms")]
+    pub group_commit_linger_ms: u64,
+    /// Payload bytes of the most recently announced records this process keeps for its
+    /// views (the feed, docs/cluster.md); 0 turns the feed off and views read every record
+    /// from the stream.
+    #[serde(default = "default_feed_cache_bytes_max")]
+    pub feed_cache_bytes_max: usize,
+}
+
+impl JetStreamSettings {
+    /// No servers yet, every other setting at its default.
+    pub fn empty() -> Self {
+        JetStreamSettings {
+            servers: Vec::new(),
+            monitor_urls: Vec::new(),
+            stream: default_stream(),
+            replicas: default_replicas(),
+            node_name: None,
+            catalog_ttl_ms: default_catalog_ttl_ms(),
+            group_commit_linger_ms: default_group_commit_linger_ms(),
+            feed_cache_bytes_max: default_feed_cache_bytes_max(),
+        }
+    }
+}
+
+fn default_group_commit_linger_ms() -> u64 {
+    5
+}
+
+fn default_feed_cache_bytes_max() -> usize {
+    64 << 20
 }
 
 fn default_catalog_ttl_ms() -> u64 {

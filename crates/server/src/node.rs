@@ -1621,6 +1621,8 @@ fn open_jetstream(
     let mut config = JetStreamConfig::new(js.servers.clone(), js.monitor_urls.clone());
     config.stream = js.stream.clone();
     config.replicas = js.replicas;
+    config.group_commit_linger = std::time::Duration::from_millis(js.group_commit_linger_ms);
+    config.feed_cache_bytes_max = js.feed_cache_bytes_max;
     let log = match role {
         crate::config::Role::Node => JetStreamLog::open(config),
         crate::config::Role::Api => JetStreamLog::open_standby(config),

@@ -45,6 +45,16 @@ impl NodeLog {
         }
     }
 
+    /// On JetStream, the records this process's reads took from the feed and from the
+    /// stream itself (`None` on the file log).
+    pub fn read_sources(&self) -> Option<(u64, u64)> {
+        match self {
+            NodeLog::File(_) => None,
+            #[cfg(feature = "jetstream")]
+            NodeLog::JetStream(j) => Some(j.read_sources()),
+        }
+    }
+
     /// Whether this process appends: always on the file log; on JetStream while it holds
     /// the appender lease.
     pub fn appends(&self) -> bool {

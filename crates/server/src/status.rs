@@ -99,6 +99,13 @@ pub struct LogStatus {
     pub sync_p99_us: Option<u64>,
     pub sync_max_us: Option<u64>,
     pub syncs_in_window: usize,
+    /// On JetStream: records this process's views read from the feed (the appender's
+    /// announcements of acknowledged batches, docs/cluster.md "The feed") and records they
+    /// asked the stream for (absent on the file log).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub records_from_feed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub records_from_stream: Option<u64>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -379,6 +386,7 @@ impl Node {
             stats.map_or(0, |s| f(s).load(Ordering::Relaxed))
         };
         let chunk_stats = self.chunks.stats();
+        let read_sources = self.log.read_sources();
         Status {
             uptime_s: self.started.elapsed().as_secs_f64(),
             log: LogStatus {
@@ -394,6 +402,8 @@ impl Node {
                 sync_p99_us: sync.map(|p| p.p99_us),
                 sync_max_us: sync.map(|p| p.max_us),
                 syncs_in_window: sync.map_or(0, |p| p.count),
+                records_from_feed: read_sources.map(|s| s.0),
+                records_from_stream: read_sources.map(|s| s.1),
             },
             views,
             boots,

@@ -4,7 +4,9 @@
 //! the version table (plus an overlay of what this batch writes), and publishes the group
 //! as one atomic batch whose first message carries `Nats-Expected-Last-Sequence` = the
 //! last sequence the table reflects and `Nats-Msg-Id` naming the batch. While one batch is
-//! in flight the next gathers; nothing waits on a timer.
+//! in flight the next gathers; when it is acknowledged and fewer transactions are queued
+//! than the previous batch held, the next waits at most `group_commit_linger` for more. Once
+//! acknowledged, a batch is announced on the feed (`feed`).
 //!
 //! Outcomes: an ack commits. Anything else is resolved against the stream: the last
 //! sequence unchanged means not written (resend the same batch, same id); our message id at
@@ -38,6 +40,8 @@ const WRONG_LAST_SEQUENCE: u64 = 10071;
 /// A resent batch whose message id the stream already holds.
 const DUPLICATE_MSG_ID: u64 = 10201;
 const RESOLVE_PAUSE: Duration = Duration::from_millis(100);
+/// Largest feed piece (smaller if the servers' max_payload is).
+const FEED_PIECE_MAX: usize = 1 << 20;
 
 /// How a handle opens: taking the lease now, reading only, or reading until it can take
 /// the lease (a standby).
@@ -200,6 +204,7 @@ async fn start_appender(
         id,
         batch_no: 0,
         records_max,
+        last_group_txns: 0,
     };
     tokio::spawn(async move {
         task.run(rx).await;
@@ -514,6 +519,9 @@ struct Appender {
     id: String,
     batch_no: u64,
     records_max: usize,
+    /// Transactions in the previous group commit (the next one lingers until it holds as
+    /// many).
+    last_group_txns: usize,
 }
 
 impl Appender {
@@ -530,12 +538,28 @@ impl Appender {
             match cmd {
                 Command::Append { txns, reply } => {
                     let (mut records, mut bytes) = size(&txns);
+                    let mut txn_count = txns.len();
                     let mut group = vec![(txns, reply)];
+                    // Take what is queued; while the group holds fewer transactions than
+                    // the previous one, wait up to `group_commit_linger` for more (see the
+                    // config).
+                    let linger_until =
+                        tokio::time::Instant::now() + self.shared.config.group_commit_linger;
                     while records < self.records_max
                         && bytes < self.shared.config.group_commit_bytes_max
                     {
-                        match rx.try_recv() {
-                            Ok(Command::Append { txns, reply }) => {
+                        let next = match rx.try_recv() {
+                            Ok(cmd) => cmd,
+                            Err(_) if txn_count < self.last_group_txns => {
+                                match tokio::time::timeout_at(linger_until, rx.recv()).await {
+                                    Ok(Some(cmd)) => cmd,
+                                    Ok(None) | Err(_) => break,
+                                }
+                            }
+                            Err(_) => break,
+                        };
+                        match next {
+                            Command::Append { txns, reply } => {
                                 let (r, b) = size(&txns);
                                 if records + r > self.records_max
                                     || bytes + b > self.shared.config.group_commit_bytes_max
@@ -545,15 +569,16 @@ impl Appender {
                                 }
                                 records += r;
                                 bytes += b;
+                                txn_count += txns.len();
                                 group.push((txns, reply));
                             }
-                            Ok(other) => {
+                            other => {
                                 carried = Some(other);
                                 break;
                             }
-                            Err(_) => break,
                         }
                     }
+                    self.last_group_txns = txn_count;
                     self.commit(group).await;
                 }
                 Command::Truncate { below, reply } => {
@@ -636,6 +661,7 @@ impl Appender {
                     for (key, (seq, deleted)) in staged.overlay {
                         self.versions.set(&key, Index::new(seq), deleted);
                     }
+                    self.announce(expected + 1, &staged.messages).await;
                     self.last = Index::new(last);
                     self.shared.advance_durable(self.last);
                     self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
@@ -668,6 +694,28 @@ impl Appender {
                     self.shared.fail(cause.clone());
                     return fail_all(cause);
                 }
+            }
+        }
+    }
+
+    /// Put a batch the stream acknowledged at `first..` into this process's feed cache
+    /// and announce it on the feed subject (best effort: a reader that misses it reads the
+    /// stream).
+    async fn announce(&self, first: u64, messages: &[(u8, Bytes)]) {
+        if self.shared.config.feed_cache_bytes_max == 0 {
+            return;
+        }
+        let payloads: Vec<&Bytes> = messages.iter().map(|(_, p)| p).collect();
+        self.shared
+            .feed
+            .lock()
+            .insert(first, payloads.iter().map(|p| (*p).clone()));
+        let piece_max = (self.shared.client.server_info().max_payload).clamp(4096, FEED_PIECE_MAX);
+        let subject = self.shared.config.feed_subject();
+        for piece in super::feed::encode(first, &payloads, piece_max) {
+            if let Err(e) = self.shared.client.publish(subject.clone(), piece).await {
+                tracing::debug!(error = %e, "feed announcement not sent");
+                return;
             }
         }
     }

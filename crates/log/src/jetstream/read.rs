@@ -7,6 +7,7 @@
 //! deletes nothing but a purged prefix).
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -161,9 +162,12 @@ pub(crate) async fn read(
                     .max(1)
                     .saturating_add(16),
             );
-        let got = fetch(shared, next, want)
-            .await
-            .map_err(|e| shared.read_err(e))?;
+        let (got, from_feed) = next_records(shared, next, want).await?;
+        let counter = if from_feed {
+            &shared.read_from_feed
+        } else {
+            &shared.read_from_stream
+        };
         if got.first().is_none_or(|m| m.seq > next) {
             let first = first_seq(shared).await.map_err(|e| shared.read_err(e))?;
             if first > next {
@@ -206,6 +210,7 @@ pub(crate) async fn read(
             })?;
             let commit = record.commit;
             out.push(record);
+            counter.fetch_add(1, Ordering::Relaxed);
             next += 1;
             if out.len() >= max_records && commit {
                 return Ok(out);
@@ -219,6 +224,38 @@ pub(crate) async fn read(
     Ok(out)
 }
 
+/// Up to `want` records from `next`: from the feed cache when it holds `next` (and the
+/// stream was not purged past it as far as this process knows), else from the stream,
+/// stopping where the cache's records begin. True if they came from the cache.
+async fn next_records(
+    shared: &Shared,
+    next: u64,
+    want: usize,
+) -> Result<(Vec<Stored>, bool), ReadError> {
+    let (cached, cached_from) = if next >= shared.first_index().get() {
+        let feed = shared.feed.lock();
+        (feed.take(next, want), feed.next_cached(next))
+    } else {
+        (Vec::new(), None)
+    };
+    if !cached.is_empty() {
+        let got = cached
+            .into_iter()
+            .zip(next..)
+            .map(|(payload, seq)| Stored { seq, payload })
+            .collect();
+        return Ok((got, true));
+    }
+    let want = match cached_from {
+        Some(at) if at > next => want.min((at - next) as usize),
+        _ => want,
+    };
+    let got = fetch(shared, next, want)
+        .await
+        .map_err(|e| shared.read_err(e))?;
+    Ok((got, false))
+}
+
 /// The stream's first sequence, from its leader.
 pub(crate) async fn first_seq(shared: &Shared) -> Result<u64, String> {
     let stream = shared
@@ -230,9 +267,9 @@ pub(crate) async fn first_seq(shared: &Shared) -> Result<u64, String> {
     Ok(state.first_sequence.max(1))
 }
 
-/// Start (once) the task that follows commits made by any appender: a headers-only
-/// ordered consumer; each message carrying `Nats-Batch-Commit` ends a batch, so its
-/// sequence is a commit index.
+/// Start (once) the task that follows commits made by any appender: the feed (see
+/// `feed`), or with the feed off a headers-only ordered consumer, where each message
+/// carrying `Nats-Batch-Commit` ends a batch, so its sequence is a commit index.
 pub(crate) fn ensure_watcher(shared: &Arc<Shared>, handle: &tokio::runtime::Handle) {
     {
         let mut started = shared.watcher.lock();
@@ -264,12 +301,40 @@ pub(crate) fn ensure_watcher(shared: &Arc<Shared>, handle: &tokio::runtime::Hand
     let shared = shared.clone();
     handle.spawn(async move {
         loop {
-            if let Err(e) = watch(&shared).await {
+            let followed = if shared.config.feed_cache_bytes_max > 0 {
+                follow_feed(&shared).await
+            } else {
+                watch(&shared).await
+            };
+            if let Err(e) = followed {
                 tracing::warn!(error = %e, "commit watcher stopped; restarting");
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
+}
+
+/// Follow the appender's announcements: cache their records and move the durable index to
+/// each batch's end. (A piece lost on the way leaves a gap the readers fill from the
+/// stream; the durable index then moves with the next batch or the leader's state.)
+async fn follow_feed(shared: &Shared) -> Result<(), String> {
+    let mut pieces = shared
+        .client
+        .subscribe(shared.config.feed_subject())
+        .await
+        .map_err(|e| e.to_string())?;
+    while let Some(msg) = pieces.next().await {
+        match super::feed::decode(&msg.payload) {
+            Ok(piece) => {
+                shared.feed.lock().insert(piece.first, piece.payloads);
+                if piece.durable != 0 {
+                    shared.advance_durable(Index::new(piece.durable));
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "feed piece ignored"),
+        }
+    }
+    Err("feed subscription closed".into())
 }
 
 /// Whether the stored record at `seq` is the last of its transaction (false when no
