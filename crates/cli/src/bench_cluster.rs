@@ -826,7 +826,6 @@ async fn raw_publishes(cluster: &Cluster, args: &Args, batch: bool) -> anyhow::R
     Ok(row)
 }
 
-/// The api server's durable index.
 /// Each Spindle member's log counters so far (group commits and their records on the
 /// appender; records read from the feed and from the stream), on stderr: where the
 /// cluster's work per event goes.
@@ -856,6 +855,7 @@ async fn print_log_counters(cluster: &Cluster) {
     }
 }
 
+/// The api server's durable index.
 async fn durable_index(client: &HttpClient) -> anyhow::Result<Index> {
     let (code, status) = client.json(Method::GET, "/v1/status", None).await?;
     ensure!(code.is_success(), "/v1/status answered {code}: {status}");

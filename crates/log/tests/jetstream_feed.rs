@@ -1,8 +1,10 @@
 //! The feed (docs/cluster.md "The feed") is only a cache in front of the stream: readers
 //! that take records from it, readers whose cache is too small to hold a batch, a reader
 //! that opens midway (its cache starts after its first read), and a reader with the feed
-//! off all read exactly the same records, while garbage and damaged pieces are published
-//! on the feed subject. Readers at the head take their records from the feed.
+//! off all read exactly the same records, while garbage, damaged pieces and well-formed
+//! pieces of another stream are published on the feed subject. Batches of over 1 MiB go
+//! out in several pieces. Readers at the head take their records from the feed, and the
+//! pieces move their durable index (not only the stream poll every 500 ms).
 
 #![cfg(feature = "jetstream")]
 
@@ -22,8 +24,18 @@ const TXNS_PER_CLIENT: u64 = 60;
 
 fn txn(client: u64, i: u64) -> Transaction {
     let n = 1 + (client * 5 + i * 3) % 7;
+    // Now and then a transaction of over 1 MiB: its batch goes out in several pieces.
+    let big = client == 0 && i % 20 == 10;
     let mut t = Transaction::new();
     for j in 0..n {
+        if big {
+            let v = format!(
+                "{{\"c\":0,\"i\":{i},\"j\":{j},\"big\":\"{}\"}}",
+                "b".repeat(400_000)
+            );
+            t = t.write(node(&format!("big-{j}")), Value::json(v).unwrap());
+            continue;
+        }
         let v = format!(
             "{{\"c\":{client},\"i\":{i},\"j\":{j},\"pad\":\"{}\"}}",
             "x".repeat((i % 13) as usize * 20)
@@ -86,14 +98,28 @@ fn readers_of_the_feed_read_what_the_stream_holds() {
                 damaged.extend_from_slice(&3u32.to_le_bytes());
                 damaged.extend_from_slice(b"abc");
                 damaged.extend_from_slice(&0u32.to_le_bytes()); // wrong CRC
+                                                                // Well formed, but of another stream: records that would replace 1..=2.
+                let mut alien = b"SPF1".to_vec();
+                alien.extend_from_slice(&12345u64.to_le_bytes());
+                alien.extend_from_slice(&1u64.to_le_bytes());
+                alien.extend_from_slice(&2u64.to_le_bytes());
+                alien.extend_from_slice(&2u32.to_le_bytes());
+                for _ in 0..2 {
+                    let mut payload = Vec::new();
+                    let key = node("alien");
+                    let value = Value::json("{\"alien\":true}").unwrap();
+                    spindle_core::record::encode_payload(true, &key, &value, &mut payload);
+                    alien.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+                    alien.extend_from_slice(&payload);
+                }
+                let crc = crc32c::crc32c(&alien);
+                alien.extend_from_slice(&crc.to_le_bytes());
                 while !done.load(Ordering::Acquire) {
-                    let sent = client.publish("spn.FEED.feed", "garbage".into()).await;
-                    if sent.is_err()
-                        || client
-                            .publish("spn.FEED.feed", damaged.clone().into())
-                            .await
-                            .is_err()
-                    {
+                    let mut sent = true;
+                    for junk in [b"garbage".to_vec(), damaged.clone(), alien.clone()] {
+                        sent &= client.publish("spn.FEED.feed", junk.into()).await.is_ok();
+                    }
+                    if !sent {
                         break;
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(3)).await;
@@ -197,5 +223,31 @@ fn a_lone_writer_never_waits_for_the_linger() {
     assert!(
         took < std::time::Duration::from_secs(4),
         "20 appends of a lone writer took {took:?}: they waited for the linger"
+    );
+}
+
+/// A reader's durable index follows the announced batches: after each append, a reader in
+/// another handle sees it at once, not at the stream poll (every 500 ms).
+#[test]
+fn announced_batches_move_a_readers_durable_index() {
+    let cluster = nats_cluster::Cluster::start(3);
+    let config = cluster.config("DURABLE");
+    let log = JetStreamLog::open(config.clone()).unwrap();
+    let reader = JetStreamLog::open_reader(config).unwrap();
+    let first = log.append_blocking(&txn(1, 0)).unwrap();
+    futures::executor::block_on(reader.wait_for(first)).unwrap();
+    let mut waits = Vec::new();
+    for i in 1..=20 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let index = log.append_blocking(&txn(1, i)).unwrap();
+        let appended = std::time::Instant::now();
+        futures::executor::block_on(reader.wait_for(index)).unwrap();
+        waits.push(appended.elapsed());
+    }
+    waits.sort();
+    let median = waits[waits.len() / 2];
+    assert!(
+        median < std::time::Duration::from_millis(150),
+        "the reader's durable index lagged the appends by {median:?} (median of {waits:?})"
     );
 }

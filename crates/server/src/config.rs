@@ -215,6 +215,9 @@ impl JetStreamSettings {
     }
 }
 
+/// The longest group-commit linger the config takes.
+pub const GROUP_COMMIT_LINGER_MS_MAX: u64 = 1000;
+
 fn default_group_commit_linger_ms() -> u64 {
     5
 }
@@ -370,6 +373,14 @@ impl ServerConfig {
             }
             if js.replicas == 0 {
                 return bad("jetstream replicas must be at least 1".into());
+            }
+            if js.group_commit_linger_ms > GROUP_COMMIT_LINGER_MS_MAX {
+                return bad(format!(
+                    "jetstream group_commit_linger_ms is {}; it must be at most \
+                     {GROUP_COMMIT_LINGER_MS_MAX} (a batch waits this long for more \
+                     transactions)",
+                    js.group_commit_linger_ms
+                ));
             }
         }
         if let Some(parts) = &self.partitions {
@@ -545,6 +556,20 @@ mod tests {
             ..ServerConfig::default()
         };
         assert!(invalid(&c).contains("twice"));
+        let mut js = JetStreamSettings::empty();
+        js.servers = vec!["nats://127.0.0.1:4222".into()];
+        js.monitor_urls = vec!["http://127.0.0.1:8222".into()];
+        let c = ServerConfig {
+            jetstream: Some(js.clone()),
+            ..ServerConfig::default()
+        };
+        c.validate().unwrap();
+        js.group_commit_linger_ms = GROUP_COMMIT_LINGER_MS_MAX + 1;
+        let c = ServerConfig {
+            jetstream: Some(js),
+            ..ServerConfig::default()
+        };
+        assert!(invalid(&c).contains("group_commit_linger_ms"));
     }
 
     #[test]

@@ -111,7 +111,8 @@ pub(crate) async fn open(
     })?;
     let first = Index::new(info.state.first_sequence.max(1));
     let last = Index::new(info.state.last_sequence);
-    let shared = shared(client, config, first, last);
+    let stream_id = info.created.unix_timestamp_nanos() as u64;
+    let shared = shared(client, config, stream_id, first, last);
     let records_max = batch_records_max.max(1);
     let id = format!("{:016x}", rand::random::<u64>());
     let lease = match mode {
@@ -187,7 +188,10 @@ async fn start_appender(
     id: String,
     records_max: usize,
 ) -> Result<mpsc::Sender<Command>, JetStreamError> {
-    let versions = match rebuild(shared).await {
+    // The table reflects the stream through `last`, and the first batch is fenced on it:
+    // never on the shared durable index, which the feed (or the watcher) may move past it
+    // while the table is rebuilt (a deposed appender still committing).
+    let (versions, last) = match rebuild(shared).await {
         Ok(v) => v,
         Err(e) => {
             lease.release().await;
@@ -199,12 +203,13 @@ async fn start_appender(
     let task = Appender {
         shared: shared.clone(),
         versions,
-        last: shared.durable_index(),
+        last,
         lease,
         id,
         batch_no: 0,
         records_max,
         last_group_txns: 0,
+        acked_at: tokio::time::Instant::now(),
     };
     tokio::spawn(async move {
         task.run(rx).await;
@@ -419,9 +424,9 @@ async fn checkpoint_store(shared: &Shared) -> Result<object_store::ObjectStore, 
         .map_err(|e| e.to_string())
 }
 
-/// The version table as of the stream's last sequence: the checkpoint, then every retained
-/// record after it.
-async fn rebuild(shared: &Shared) -> Result<VersionTable, JetStreamError> {
+/// The version table as of the durable index when it starts: the checkpoint, then every
+/// retained record after it; and that index.
+async fn rebuild(shared: &Shared) -> Result<(VersionTable, Index), JetStreamError> {
     let stream = shared.config.stream.clone();
     let ckpt_err = |reason: String| JetStreamError::Checkpoint {
         stream: stream.clone(),
@@ -463,6 +468,8 @@ async fn rebuild(shared: &Shared) -> Result<VersionTable, JetStreamError> {
     };
     let first = shared.first_index();
     let last = shared.durable_index();
+    // Tests stretch the replay: the stream (and the durable index) may move meanwhile.
+    fail::fail_point!("jetstream::rebuild");
     if as_of.get() + 1 < first.get() || as_of > last {
         return Err(ckpt_err(format!(
             "the checkpoint covers 1..={as_of} but the stream retains {first}..={last}"
@@ -480,7 +487,7 @@ async fn rebuild(shared: &Shared) -> Result<VersionTable, JetStreamError> {
         }
         from = to + 1;
     }
-    Ok(table)
+    Ok((table, last))
 }
 
 /// Record a stored message's write in the table.
@@ -520,8 +527,9 @@ struct Appender {
     batch_no: u64,
     records_max: usize,
     /// Transactions in the previous group commit (the next one lingers until it holds as
-    /// many).
+    /// many, at most `group_commit_linger` after the previous one was answered).
     last_group_txns: usize,
+    acked_at: tokio::time::Instant,
 }
 
 impl Appender {
@@ -543,8 +551,8 @@ impl Appender {
                     // Take what is queued; while the group holds fewer transactions than
                     // the previous one, wait up to `group_commit_linger` for more (see the
                     // config).
-                    let linger_until =
-                        tokio::time::Instant::now() + self.shared.config.group_commit_linger;
+                    let linger_until = self.acked_at + self.shared.config.group_commit_linger;
+                    let mut cut_by_command = false;
                     while records < self.records_max
                         && bytes < self.shared.config.group_commit_bytes_max
                     {
@@ -574,12 +582,17 @@ impl Appender {
                             }
                             other => {
                                 carried = Some(other);
+                                cut_by_command = true;
                                 break;
                             }
                         }
                     }
-                    self.last_group_txns = txn_count;
+                    // A group a truncation or close cut short says nothing of the load.
+                    if !cut_by_command || txn_count > self.last_group_txns {
+                        self.last_group_txns = txn_count;
+                    }
                     self.commit(group).await;
+                    self.acked_at = tokio::time::Instant::now();
                 }
                 Command::Truncate { below, reply } => {
                     let _ = reply.send(self.truncate(below).await);
@@ -620,6 +633,32 @@ impl Appender {
             let expected = self.last.get();
             let staged = self.stage(txns, expected);
             if staged.messages.is_empty() {
+                // Nothing to publish, so no fence proves the table current: a conflict is
+                // answered only once the stream shows no write after the table's last
+                // (another appender, deposed or not yet aware of it, may have written).
+                if staged
+                    .outcomes
+                    .iter()
+                    .any(|o| matches!(o, Err(AppendError::Conflict { .. })))
+                {
+                    match self.stream_last().await {
+                        Ok(last) if last > expected => {
+                            if let Err(cause) = self.catch_up(expected + 1, last).await {
+                                self.shared.fail(cause.clone());
+                                return fail_all(cause);
+                            }
+                            if !self.lease.still_held().await {
+                                let cause = self.deposed();
+                                return fail_all(cause);
+                            }
+                            continue;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::debug!(error = %e, "conflicts answered without checking the stream's end");
+                        }
+                    }
+                }
                 return staged.outcomes;
             }
             let msg_id = format!("{}-{}", self.id, self.batch_no);
@@ -702,9 +741,8 @@ impl Appender {
     /// and announce it on the feed subject (best effort: a reader that misses it reads the
     /// stream).
     async fn announce(&self, first: u64, messages: &[(u8, Bytes)]) {
-        if self.shared.config.feed_cache_bytes_max == 0 {
-            return;
-        }
+        // Announced whatever this process's own cache size: other processes' readers
+        // count on it.
         let payloads: Vec<&Bytes> = messages.iter().map(|(_, p)| p).collect();
         self.shared
             .feed
@@ -712,7 +750,7 @@ impl Appender {
             .insert(first, payloads.iter().map(|p| (*p).clone()));
         let piece_max = (self.shared.client.server_info().max_payload).clamp(4096, FEED_PIECE_MAX);
         let subject = self.shared.config.feed_subject();
-        for piece in super::feed::encode(first, &payloads, piece_max) {
+        for piece in super::feed::encode(self.shared.stream_id, first, &payloads, piece_max) {
             if let Err(e) = self.shared.client.publish(subject.clone(), piece).await {
                 tracing::debug!(error = %e, "feed announcement not sent");
                 return;
@@ -835,6 +873,17 @@ impl Appender {
                 }
             }
         }
+    }
+
+    /// The stream's last sequence, from its leader.
+    async fn stream_last(&self) -> Result<u64, String> {
+        let stream = self
+            .shared
+            .js
+            .get_stream(&self.shared.config.stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(stream.cached_info().state.last_sequence)
     }
 
     async fn probe(&self, expected: u64, n: u64, msg_id: &str) -> Result<Verdict, String> {

@@ -10,30 +10,39 @@
 //! finds a record missing from the cache reads it from the stream as before. A piece is
 //! checked with CRC32C and ignored (with a warning) if it does not verify.
 //!
-//! Piece layout, little-endian: magic `SPF1`, first sequence (u64), durable index (u64:
-//! the batch's last sequence in the batch's last piece, else 0), record count (u32), then
-//! per record its payload length (u32) and payload (the record codec of
-//! `spindle_core::record`, as stored), then CRC32C (u32) of everything before it.
+//! Piece layout, little-endian: magic `SPF1`, stream id (u64: the stream's creation time in
+//! nanoseconds, so a piece of another stream of the same name is refused), first sequence
+//! (u64), durable index (u64: the batch's last sequence in the batch's last piece, else 0),
+//! record count (u32), then per record its payload length (u32) and payload (the record
+//! codec of `spindle_core::record`, as stored), then CRC32C (u32) of everything before it.
 
 use std::collections::VecDeque;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 const MAGIC: &[u8; 4] = b"SPF1";
-const HEADER_LEN: usize = 4 + 8 + 8 + 4;
+const HEADER_LEN: usize = 4 + 8 + 8 + 8 + 4;
+/// What the cache counts per record besides its payload (its handle in the queue).
+pub(crate) const RECORD_OVERHEAD_BYTES: usize = 48;
 
 /// One announced piece of a batch.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Piece {
+    pub stream: u64,
     pub first: u64,
     /// The batch's last sequence if this is its last piece (a durable commit index), else 0.
     pub durable: u64,
     pub payloads: Vec<Bytes>,
 }
 
-/// The pieces announcing a batch of `payloads` stored from sequence `first`, each at most
-/// `piece_bytes_max` long unless one record alone is longer.
-pub(crate) fn encode(first: u64, payloads: &[&Bytes], piece_bytes_max: usize) -> Vec<Bytes> {
+/// The pieces announcing a batch of `payloads` stored from sequence `first` in the stream
+/// `stream`, each at most `piece_bytes_max` long unless one record alone is longer.
+pub(crate) fn encode(
+    stream: u64,
+    first: u64,
+    payloads: &[&Bytes],
+    piece_bytes_max: usize,
+) -> Vec<Bytes> {
     let last = first + payloads.len() as u64 - 1;
     let mut pieces = Vec::new();
     let mut start = 0;
@@ -48,6 +57,7 @@ pub(crate) fn encode(first: u64, payloads: &[&Bytes], piece_bytes_max: usize) ->
         }
         let mut buf = BytesMut::with_capacity(len);
         buf.put_slice(MAGIC);
+        buf.put_u64_le(stream);
         buf.put_u64_le(first + start as u64);
         buf.put_u64_le(if end == payloads.len() { last } else { 0 });
         buf.put_u32_le((end - start) as u32);
@@ -74,6 +84,7 @@ pub(crate) fn decode(msg: &Bytes) -> Result<Piece, String> {
         return Err("feed piece fails its CRC32C".into());
     }
     let mut head = &msg[4..HEADER_LEN];
+    let stream = head.get_u64_le();
     let first = head.get_u64_le();
     let durable = head.get_u64_le();
     let count = head.get_u32_le() as usize;
@@ -97,12 +108,30 @@ pub(crate) fn decode(msg: &Bytes) -> Result<Piece, String> {
     if at != body {
         return Err("feed piece has bytes after its records".into());
     }
-    if durable != 0 && durable != first + count as u64 - 1 {
+    let Some(end) = first.checked_add(count as u64) else {
         return Err(format!(
-            "feed piece from {first} with {count} records names durable index {durable}"
+            "feed piece from {first} runs past the last sequence"
         ));
+    };
+    if durable != 0 {
+        if durable != end - 1 {
+            return Err(format!(
+                "feed piece from {first} with {count} records names durable index {durable}"
+            ));
+        }
+        // A durable index ends a transaction: its record carries the commit bit.
+        if payloads
+            .last()
+            .and_then(|p| p.first())
+            .is_none_or(|flags| flags & spindle_core::RecordFlags::COMMIT == 0)
+        {
+            return Err(format!(
+                "feed piece names durable index {durable}, whose record does not commit"
+            ));
+        }
     }
     Ok(Piece {
+        stream,
         first,
         durable,
         payloads,
@@ -158,7 +187,7 @@ impl FeedCache {
                 self.bytes = 0;
                 self.first = seq;
             }
-            self.bytes += p.len();
+            self.bytes += p.len() + RECORD_OVERHEAD_BYTES;
             self.records.push_back(p);
             seq += 1;
         }
@@ -166,7 +195,18 @@ impl FeedCache {
             let Some(p) = self.records.pop_front() else {
                 break;
             };
-            self.bytes -= p.len();
+            self.bytes -= p.len() + RECORD_OVERHEAD_BYTES;
+            self.first += 1;
+        }
+    }
+
+    /// Forget the records below `first` (the stream was purged below it).
+    pub fn drop_below(&mut self, first: u64) {
+        while self.first < first {
+            let Some(p) = self.records.pop_front() else {
+                break;
+            };
+            self.bytes -= p.len() + RECORD_OVERHEAD_BYTES;
             self.first += 1;
         }
     }
@@ -190,23 +230,65 @@ impl FeedCache {
 mod tests {
     use super::*;
 
+    use spindle_core::RecordFlags;
+
+    /// Payloads whose flag byte says "commit", the rest telling them apart.
     fn payloads(n: usize, len: usize) -> Vec<Bytes> {
         (0..n)
-            .map(|i| Bytes::from(vec![i as u8; len + i % 3]))
+            .map(|i| {
+                let mut v = vec![i as u8; len + i % 3];
+                v[0] = RecordFlags::COMMIT;
+                Bytes::from(v)
+            })
             .collect()
+    }
+
+    /// A piece laid out by hand, with a correct CRC.
+    fn raw_piece(first: u64, durable: u64, payloads: &[Bytes]) -> Bytes {
+        let mut buf = BytesMut::new();
+        buf.put_slice(MAGIC);
+        buf.put_u64_le(9);
+        buf.put_u64_le(first);
+        buf.put_u64_le(durable);
+        buf.put_u32_le(payloads.len() as u32);
+        for p in payloads {
+            buf.put_u32_le(p.len() as u32);
+            buf.put_slice(p);
+        }
+        let crc = crc32c::crc32c(&buf);
+        buf.put_u32_le(crc);
+        buf.freeze()
+    }
+
+    #[test]
+    fn pieces_that_break_the_rules_are_refused() {
+        let recs = payloads(2, 20);
+        assert!(decode(&raw_piece(5, 6, &recs)).is_ok());
+        // Past the last sequence.
+        assert!(decode(&raw_piece(u64::MAX, 0, &recs)).is_err());
+        // A durable index that is not the piece's last sequence.
+        assert!(decode(&raw_piece(5, 7, &recs)).is_err());
+        // A durable index whose record does not commit.
+        let mut open = recs.clone();
+        open[1] = Bytes::from(vec![0u8; 20]);
+        assert!(decode(&raw_piece(5, 6, &open)).is_err());
+        assert!(decode(&raw_piece(5, 0, &open)).is_ok());
+        // Sequence 0 does not exist.
+        assert!(decode(&raw_piece(0, 0, &recs)).is_err());
     }
 
     #[test]
     fn pieces_round_trip_and_split_under_the_bound() {
         let recs = payloads(50, 100);
         let refs: Vec<&Bytes> = recs.iter().collect();
-        let pieces = encode(7, &refs, 1000);
+        let pieces = encode(9, 7, &refs, 1000);
         assert!(pieces.len() > 1);
         let mut seq = 7;
         let mut got = Vec::new();
         for (i, p) in pieces.iter().enumerate() {
             assert!(p.len() <= 1000);
             let piece = decode(p).unwrap();
+            assert_eq!(piece.stream, 9);
             assert_eq!(piece.first, seq);
             let last = i == pieces.len() - 1;
             assert_eq!(piece.durable, if last { 56 } else { 0 });
@@ -216,7 +298,7 @@ mod tests {
         assert_eq!(got, recs);
         // One record longer than the bound still goes, alone.
         let big = [Bytes::from(vec![1u8; 5000])];
-        let pieces = encode(1, &big.iter().collect::<Vec<_>>(), 1000);
+        let pieces = encode(9, 1, &big.iter().collect::<Vec<_>>(), 1000);
         assert_eq!(pieces.len(), 1);
         assert_eq!(decode(&pieces[0]).unwrap().payloads[0], big[0]);
     }
@@ -224,7 +306,7 @@ mod tests {
     #[test]
     fn damaged_pieces_are_refused() {
         let recs = payloads(3, 20);
-        let piece = encode(1, &recs.iter().collect::<Vec<_>>(), 1 << 20).remove(0);
+        let piece = encode(9, 1, &recs.iter().collect::<Vec<_>>(), 1 << 20).remove(0);
         for at in 0..piece.len() {
             let mut bad = piece.to_vec();
             bad[at] ^= 0x10;
@@ -252,11 +334,20 @@ mod tests {
         assert!(cache.take(5, 1).is_empty());
         assert_eq!(cache.next_cached(6), Some(30));
         assert_eq!(cache.take(30, 9), recs[20..22].to_vec());
-        // The bound drops the oldest.
-        let mut small = FeedCache::new(25);
-        small.insert(1, recs[..4].iter().cloned()); // 10, 11, 12, 10 bytes
-        assert!(small.take(1, 1).is_empty());
+        // The bound drops the oldest: records of 10, 11, 12 and 10 bytes, each counted with
+        // its overhead, in room for the last two.
+        let mut small = FeedCache::new(22 + 2 * RECORD_OVERHEAD_BYTES);
+        small.insert(1, recs[..4].iter().cloned());
+        assert!(small.take(2, 1).is_empty());
         assert_eq!(small.take(3, 2), recs[2..4].to_vec());
+        // A purge drops what lies below the stream's new first sequence.
+        small.drop_below(4);
+        assert!(small.take(3, 1).is_empty());
+        assert_eq!(small.take(4, 1), recs[3..4].to_vec());
+        small.drop_below(100);
+        assert!(small.take(4, 1).is_empty());
+        small.insert(7, recs[..1].iter().cloned());
+        assert_eq!(small.take(7, 1), recs[..1].to_vec());
         // A cache of size 0 keeps nothing.
         let mut none = FeedCache::new(0);
         none.insert(1, recs[..2].iter().cloned());

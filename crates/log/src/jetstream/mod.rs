@@ -168,8 +168,12 @@ pub(crate) struct Shared {
     watcher: Mutex<bool>,
     /// Group commits (acknowledged batches) and their records; no syncs (the servers sync).
     pub stats: crate::LogStats,
+    /// The stream's creation time in nanoseconds: feed pieces name it (see `feed`).
+    pub stream_id: u64,
     /// The most recent announced records (see `feed`).
     pub feed: Mutex<feed::FeedCache>,
+    /// Feed pieces ignored (damaged, or of another stream).
+    pub feed_ignored: AtomicU64,
     /// Records this handle's reads returned, taken from the feed and from the stream.
     pub read_from_feed: AtomicU64,
     pub read_from_stream: AtomicU64,
@@ -196,6 +200,7 @@ impl Shared {
 
     pub fn set_first(&self, first: Index) {
         self.first.fetch_max(first.get(), Ordering::AcqRel);
+        self.feed.lock().drop_below(first.get());
     }
 
     pub fn failure(&self) -> Option<String> {
@@ -564,6 +569,7 @@ impl crate::Log for JetStreamLog {
 pub(crate) fn shared(
     client: async_nats::Client,
     config: JetStreamConfig,
+    stream_id: u64,
     first: Index,
     durable: Index,
 ) -> Arc<Shared> {
@@ -575,7 +581,9 @@ pub(crate) fn shared(
         failure: Mutex::new(None),
         watcher: Mutex::new(false),
         stats: crate::LogStats::default(),
+        stream_id,
         feed: Mutex::new(feed::FeedCache::new(config.feed_cache_bytes_max)),
+        feed_ignored: AtomicU64::new(0),
         read_from_feed: AtomicU64::new(0),
         read_from_stream: AtomicU64::new(0),
         config,

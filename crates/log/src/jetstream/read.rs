@@ -286,15 +286,9 @@ pub(crate) fn ensure_watcher(shared: &Arc<Shared>, handle: &tokio::runtime::Hand
         async move {
             loop {
                 tokio::time::sleep(DURABLE_POLL).await;
-                if let Ok(stream) = shared.js.get_stream(&shared.config.stream).await {
-                    let last = stream.cached_info().state.last_sequence;
-                    // The leader stores a committed batch message by message: only a
-                    // record that ends a transaction is a durable index.
-                    if last > shared.durable_index().get() && ends_transaction(&shared, last).await
-                    {
-                        shared.advance_durable(Index::new(last));
-                    }
-                }
+                // The leader stores a committed batch message by message: only a record
+                // that ends a transaction is a durable index.
+                let _ = catch_up_durable(&shared).await;
             }
         }
     });
@@ -323,18 +317,54 @@ async fn follow_feed(shared: &Shared) -> Result<(), String> {
         .subscribe(shared.config.feed_subject())
         .await
         .map_err(|e| e.to_string())?;
+    // What was committed before the subscription took effect comes through no piece.
+    catch_up_durable(shared).await?;
     while let Some(msg) = pieces.next().await {
-        match super::feed::decode(&msg.payload) {
+        // A copy: the message shares the connection's read buffer, which the cache would
+        // otherwise keep alive with everything else received beside the piece.
+        let owned = bytes::Bytes::copy_from_slice(&msg.payload);
+        let piece = super::feed::decode(&owned).and_then(|piece| {
+            if piece.stream == shared.stream_id {
+                Ok(piece)
+            } else {
+                Err(format!(
+                    "feed piece of another stream (id {:x}, this one's is {:x})",
+                    piece.stream, shared.stream_id
+                ))
+            }
+        });
+        match piece {
             Ok(piece) => {
                 shared.feed.lock().insert(piece.first, piece.payloads);
                 if piece.durable != 0 {
                     shared.advance_durable(Index::new(piece.durable));
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "feed piece ignored"),
+            Err(e) => {
+                let n = shared.feed_ignored.fetch_add(1, Ordering::Relaxed);
+                if n.is_power_of_two() || n == 0 {
+                    tracing::warn!(error = %e, ignored = n + 1, "feed piece ignored");
+                }
+            }
         }
     }
     Err("feed subscription closed".into())
+}
+
+/// Move the durable index to the stream's last sequence if that record ends a transaction
+/// (what the stream holds is committed; a batch being stored shows part of itself, and its
+/// end comes later).
+async fn catch_up_durable(shared: &Shared) -> Result<(), String> {
+    let stream = shared
+        .js
+        .get_stream(&shared.config.stream)
+        .await
+        .map_err(|e| e.to_string())?;
+    let last = stream.cached_info().state.last_sequence;
+    if last > shared.durable_index().get() && ends_transaction(shared, last).await {
+        shared.advance_durable(Index::new(last));
+    }
+    Ok(())
 }
 
 /// Whether the stored record at `seq` is the last of its transaction (false when no
@@ -356,9 +386,8 @@ async fn watch(shared: &Shared) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let last = stream.cached_info().state.last_sequence;
-    // What the stream holds now is committed; its last record is a durable index if it
-    // ends a transaction (a batch being stored shows part of itself; its end comes through
-    // the consumer below).
+    // What the stream holds now is committed (the end of a batch being stored comes
+    // through the consumer below).
     if last > shared.durable_index().get() && ends_transaction(shared, last).await {
         shared.advance_durable(Index::new(last));
     }
