@@ -1,5 +1,7 @@
 //! `spindle cluster` on one machine: `up` with 3 NATS servers, 2 partitions × 2 Disk View
-//! servers and 1 API process prints every member and the API URL; a transaction appended
+//! servers and 1 API process (2 on loopback: one appends, the other stands by and refuses
+//! writes, and takes over once the appender is killed at the end) prints every member and
+//! the API URLs; a transaction appended
 //! through the API URL (with the generated token, kept with mode 0600) is read back there;
 //! `kill` of a Disk View server makes `status` show it dead; `start` brings it back, it
 //! catches up to the commit index of writes made while it was down and serves them; a NATS
@@ -68,6 +70,48 @@ fn status(dir: &str) -> Value {
     serde_json::from_str(&ok(&["cluster", "status", "--dir", dir, "--json"])).unwrap()
 }
 
+/// The API process that appends and those that stand by, once every live one says which
+/// it is (exactly one appends).
+fn api_roles(dir: &str, apis: usize) -> (String, Vec<String>) {
+    let started = Instant::now();
+    loop {
+        let s = status(dir);
+        let apis_seen: Vec<(&str, Value)> = s["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "api" && m["alive"] == true)
+            .map(|m| (m["name"].as_str().unwrap(), m["appender"].clone()))
+            .collect();
+        let appenders: Vec<&str> = apis_seen
+            .iter()
+            .filter(|(_, a)| *a == true)
+            .map(|(n, _)| *n)
+            .collect();
+        if appenders.len() == 1 && apis_seen.iter().all(|(_, a)| a.is_boolean()) {
+            let standbys = apis_seen
+                .iter()
+                .filter(|(_, a)| *a == false)
+                .map(|(n, _)| n.to_string())
+                .collect();
+            return (appenders[0].to_owned(), standbys);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "not one appender among {apis} API processes: {apis_seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// A Spindle member's HTTP URL, from `cluster status --json`.
+fn http_url(status: &Value, name: &str) -> String {
+    member(status, name)["addresses"]["http"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 fn member<'a>(status: &'a Value, name: &str) -> &'a Value {
     status["members"]
         .as_array()
@@ -115,7 +159,8 @@ fn read(rt: &tokio::runtime::Runtime, from: &HttpClient, id: &str, index: u64) -
 }
 
 /// The whole scenario on a new cluster in `root`/cluster, `up` given `network` flags.
-fn scenario(root: &Path, network: &[&str]) -> Value {
+fn scenario(root: &Path, network: &[&str], apis: usize) -> Value {
+    let apis_arg = apis.to_string();
     let dir = root.join("cluster").display().to_string();
     let mut up = vec![
         "cluster",
@@ -129,7 +174,7 @@ fn scenario(root: &Path, network: &[&str]) -> Value {
         "--replicas",
         "2",
         "--api",
-        "1",
+        &apis_arg,
     ];
     up.extend_from_slice(network);
     let _down = Down(dir.clone());
@@ -143,12 +188,25 @@ fn scenario(root: &Path, network: &[&str]) -> Value {
         );
     }
     let s = status(&dir);
-    let api_url = s["api_urls"][0].as_str().unwrap().to_owned();
-    assert!(table.contains(&format!("API: {api_url}")), "{table}");
+    for url in s["api_urls"].as_array().unwrap() {
+        assert!(
+            table.contains(&format!("API: {}", url.as_str().unwrap())),
+            "{table}"
+        );
+    }
     for m in s["members"].as_array().unwrap() {
         assert_eq!(m["alive"], true, "{m}");
         assert_eq!(m["answering"], true, "{m}");
     }
+    // One API process appends; any others stand by.
+    let (appender, standbys) = api_roles(&dir, apis);
+    let api_url = http_url(&s, &appender);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(&appender) && l.contains("api (appender)")),
+        "{table}"
+    );
 
     // The token: private to its owner, required by the API.
     let token_file = Path::new(&dir).join("token");
@@ -164,6 +222,15 @@ fn scenario(root: &Path, network: &[&str]) -> Value {
         .unwrap();
     assert_eq!(s401, StatusCode::UNAUTHORIZED);
     let api = HttpClient::new(&api_url, Some(token.clone()));
+    for standby in &standbys {
+        let client = HttpClient::new(&http_url(&s, standby), Some(token.clone()));
+        let body = json!({"writes": [{"item": {"kind": "node", "id": "x"}, "value": {}}]});
+        let (code, answer) = rt
+            .block_on(client.json(Method::POST, "/v1/txn", Some(&body)))
+            .unwrap();
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+        assert!(answer.to_string().contains("standby"), "{answer}");
+    }
 
     // A transaction through the API URL, read back there.
     let first = write(&rt, &api, "n0", 0);
@@ -211,7 +278,7 @@ fn scenario(root: &Path, network: &[&str]) -> Value {
     let s = status(&dir);
     let back = HttpClient::new(
         member(&s, &victim)["addresses"]["http"].as_str().unwrap(),
-        Some(token),
+        Some(token.clone()),
     );
     for (id, i, index) in &mine {
         let answer = read(&rt, &back, id, *index);
@@ -291,6 +358,26 @@ fn scenario(root: &Path, network: &[&str]) -> Value {
     }
     assert_eq!(read(&rt, &api, "n0", first)["value"]["i"], 0);
 
+    // The appender dies: a standby takes the lease over and appends on, after everything.
+    if let Some(next) = standbys.first() {
+        ok(&["cluster", "kill", "--dir", &dir, &appender]);
+        let started = Instant::now();
+        while api_roles(&dir, apis).0 != *next {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{next} did not take over from {appender}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let api = HttpClient::new(&http_url(&status(&dir), next), Some(token.clone()));
+        let index = write(&rt, &api, "after-failover", 8);
+        assert!(index > last_index, "{index} after {last_index}");
+        assert_eq!(read(&rt, &api, "after-failover", index)["value"]["i"], 8);
+        for (id, i, index) in &mine {
+            assert_eq!(read(&rt, &api, id, *index)["value"]["i"], *i);
+        }
+    }
+
     // Down: every process it ever recorded is gone.
     let state: Value = serde_json::from_str(
         &std::fs::read_to_string(Path::new(&dir).join("cluster.json")).unwrap(),
@@ -360,7 +447,7 @@ fn a_loopback_cluster_comes_up_loses_a_member_and_gets_it_back() {
         .prefix("spindle-cluster-")
         .tempdir_in(scratch())
         .unwrap();
-    scenario(root.path(), &["--loopback"]);
+    scenario(root.path(), &["--loopback"], 2);
 }
 
 /// Why namespaces cannot be used here, if they cannot.
@@ -401,7 +488,7 @@ fn a_cluster_in_network_namespaces_does_the_same_over_a_bridge() {
         .tempdir_in(scratch())
         .unwrap();
     // No --subnet: `up` takes the first free /24 of 10.77.0.0/16.
-    let state = scenario(root.path(), &[]);
+    let state = scenario(root.path(), &[], 1);
     // Each member had its own namespace and address; none of it is left.
     let netns = String::from_utf8(
         Command::new("ip")

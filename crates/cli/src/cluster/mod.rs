@@ -109,7 +109,8 @@ struct UpArgs {
     /// Disk View servers per partition.
     #[arg(long, default_value_t = 2)]
     replicas: usize,
-    /// API processes (the URLs to use).
+    /// API processes (the URLs to use): one appends, the others stand by and take over
+    /// when it dies.
     #[arg(long, default_value_t = 1)]
     api: usize,
     /// Run every member on 127.0.0.1 with distinct ports instead of in network namespaces

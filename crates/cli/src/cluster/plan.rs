@@ -12,9 +12,9 @@ pub const API_ROLE: &str = "api";
 /// Whether an API process keeps Disk Views of its own, which then count as replicas for
 /// truncation (an `api` server does not; a `node` would).
 pub const API_HAS_DISK_VIEWS: bool = false;
-/// One process appends to a stream (it holds the appender lease); a second would only wait
-/// for the lease, so `up` starts one.
-pub const API_PROCESSES_MAX: usize = 1;
+/// One API process appends to a stream (it holds the appender lease); the others stand by
+/// (they serve reads and take the lease over when the appender dies).
+pub const API_PROCESSES_MAX: usize = 3;
 /// The largest NATS cluster `up` starts (an odd number: see `check`).
 pub const NATS_SERVERS_MAX: usize = 7;
 /// JetStream streams have at most three replicas.
@@ -95,8 +95,8 @@ pub fn check(shape: &Shape) -> Result<(), String> {
     }
     if shape.api > API_PROCESSES_MAX {
         return Err(format!(
-            "--api {}: one process appends to a stream (it holds the appender lease); \
-             use --api {API_PROCESSES_MAX}",
+            "--api {}: one API process appends and the others stand by; use at most \
+             --api {API_PROCESSES_MAX}",
             shape.api
         ));
     }
@@ -577,7 +577,8 @@ mod tests {
             let e = check(&s).unwrap_err();
             assert!(e.contains(needle), "{s:?}: {e}");
         }
-        assert!(check(&shape(3, 4, 2, 2)).unwrap_err().contains("--api 2"));
+        assert!(check(&shape(3, 4, 2, 4)).unwrap_err().contains("--api 4"));
+        check(&shape(3, 4, 2, 2)).unwrap();
         let mut s = shape(3, 4, 2, 1);
         s.stream = "a.b".into();
         assert!(check(&s).is_err());

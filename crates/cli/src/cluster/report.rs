@@ -92,6 +92,8 @@ pub struct Row<'a> {
     pub applied: Option<u64>,
     /// The log's durable index as the member sees it.
     pub durable: Option<u64>,
+    /// For an API process: whether it appends (holds the appender lease) or stands by.
+    pub appender: Option<bool>,
 }
 
 pub fn rows<'a>(cluster: &'a Cluster, prober: &Prober) -> Vec<Row<'a>> {
@@ -106,6 +108,7 @@ pub fn rows<'a>(cluster: &'a Cluster, prober: &Prober) -> Vec<Row<'a>> {
                 answering: None,
                 applied: None,
                 durable: None,
+                appender: None,
             };
             if !alive {
                 return row;
@@ -123,6 +126,9 @@ pub fn rows<'a>(cluster: &'a Cluster, prober: &Prober) -> Vec<Row<'a>> {
                             .filter_map(|v| v["applied_index"].as_u64())
                             .min();
                         row.durable = s["log"]["durable_index"].as_u64();
+                        if m.partition.is_none() {
+                            row.appender = s["log"]["appender"].as_bool();
+                        }
                     }
                     Err(_) => row.answering = Some(false),
                 }
@@ -164,7 +170,11 @@ pub fn print_table(cluster: &Cluster, rows: &[Row]) {
         let m = row.member;
         lines.push([
             m.name.clone(),
-            m.role.clone(),
+            match row.appender {
+                Some(true) => format!("{} (appender)", m.role),
+                Some(false) => format!("{} (standby)", m.role),
+                None => m.role.clone(),
+            },
             partition(cluster, m),
             m.pid.map_or("-".to_owned(), |p| p.to_string()),
             state_word(row).to_owned(),
@@ -239,6 +249,7 @@ pub fn json(cluster: &Cluster, rows: &[Row]) -> Value {
                 "answering": row.answering,
                 "applied_index": row.applied,
                 "durable_index": row.durable,
+                "appender": row.appender,
                 "addresses": addresses,
                 "netns": m.netns,
                 "log": m.log,
