@@ -34,8 +34,15 @@ fn partition_of(key: &[u8], n: u64) -> u64 {
     i
 }
 
+/// Entries handed from the reading thread to the table writer at a time.
+const HANDOFF_ENTRIES: usize = 4096;
+/// Batches of entries in flight between them.
+const HANDOFF_BATCHES: usize = 8;
+
 /// Write every sorted entry into table files under `dir`, cut per partition of `n`.
-/// `progress` hears the entries written so far.
+/// `progress` hears the entries written so far. The sorted entries are read (merged from
+/// the sort's runs) on this thread while another builds the table files, so the two
+/// overlap.
 pub fn write_tables<E>(
     sorted: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>), E>>,
     n: u64,
@@ -45,6 +52,56 @@ pub fn write_tables<E>(
 where
     ImportError: From<E>,
 {
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(Vec<u8>, Vec<u8>)>>(HANDOFF_BATCHES);
+        let writer = std::thread::Builder::new()
+            .name("import-tables".into())
+            .spawn_scoped(s, move || build_tables(rx.into_iter().flatten(), n, dir))
+            .map_err(|source| ImportError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        let mut read = 0u64;
+        let mut batch = Vec::with_capacity(HANDOFF_ENTRIES);
+        let mut failed = None;
+        for entry in sorted {
+            match entry {
+                Ok(kv) => batch.push(kv),
+                Err(e) => {
+                    failed = Some(ImportError::from(e));
+                    break;
+                }
+            }
+            if batch.len() == HANDOFF_ENTRIES {
+                read += batch.len() as u64;
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(HANDOFF_ENTRIES));
+                if tx.send(full).is_err() {
+                    break; // the writer failed: its error is reported below
+                }
+                progress(read);
+            }
+        }
+        if failed.is_none() && !batch.is_empty() {
+            read += batch.len() as u64;
+            let _ = tx.send(batch);
+        }
+        drop(tx);
+        let built = writer.join().expect("the table writer does not panic");
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let tables = built?;
+        progress(read);
+        Ok(tables)
+    })
+}
+
+/// Build the table files from sorted entries (the writing half of `write_tables`).
+fn build_tables(
+    sorted: impl Iterator<Item = (Vec<u8>, Vec<u8>)>,
+    n: u64,
+    dir: &Path,
+) -> Result<Tables, ImportError> {
     let opts = DiskView::table_file_options();
     let mut tables = Tables {
         files: vec![Vec::new(); n as usize],
@@ -52,12 +109,10 @@ where
         bytes: 0,
     };
     let mut writer: Option<(u64, SstFileWriter<'_>, PathBuf)> = None;
-    let mut written = 0u64;
-    let mut last_key: Vec<u8> = Vec::new();
-    for entry in sorted {
-        let (key, value) = entry?;
+    let mut last_key: Option<Vec<u8>> = None;
+    for (key, value) in sorted {
         assert!(
-            written == 0 || key > last_key,
+            last_key.as_ref().is_none_or(|last| key > *last),
             "the sorter yielded keys out of order"
         );
         let p = partition_of(&key, n);
@@ -84,17 +139,12 @@ where
             source: e,
         })?;
         tables.entries[p as usize] += 1;
-        written += 1;
-        last_key = key;
-        if written.is_multiple_of(65_536) {
-            progress(written);
-        }
+        last_key = Some(key);
     }
     if let Some((wp, w, path)) = writer {
         tables.bytes += finish(w, &path)?;
         tables.files[wp as usize].push(path);
     }
-    progress(written);
     Ok(tables)
 }
 
