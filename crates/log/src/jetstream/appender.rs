@@ -643,12 +643,7 @@ impl Appender {
                 {
                     match self.stream_last().await {
                         Ok(last) if last > expected => {
-                            if let Err(cause) = self.catch_up(expected + 1, last).await {
-                                self.shared.fail(cause.clone());
-                                return fail_all(cause);
-                            }
-                            if !self.lease.still_held().await {
-                                let cause = self.deposed();
+                            if let Err(cause) = self.catch_up_holding_lease(expected, last).await {
                                 return fail_all(cause);
                             }
                             continue;
@@ -717,12 +712,7 @@ impl Appender {
                     return fail_all(cause);
                 }
                 Verdict::Fenced(last) => {
-                    if let Err(cause) = self.catch_up(expected + 1, last).await {
-                        self.shared.fail(cause.clone());
-                        return fail_all(cause);
-                    }
-                    if !self.lease.still_held().await {
-                        let cause = self.deposed();
+                    if let Err(cause) = self.catch_up_holding_lease(expected, last).await {
                         return fail_all(cause);
                     }
                     // Still ours: stage again on the updated table, as a new batch.
@@ -756,6 +746,20 @@ impl Appender {
                 return;
             }
         }
+    }
+
+    /// Read what another appender wrote after `expected` through `last` into the table,
+    /// then check this one still holds the lease; the error (the log failed, or this
+    /// appender was deposed) is what every pending append is answered.
+    async fn catch_up_holding_lease(&mut self, expected: u64, last: u64) -> Result<(), String> {
+        if let Err(cause) = self.catch_up(expected + 1, last).await {
+            self.shared.fail(cause.clone());
+            return Err(cause);
+        }
+        if !self.lease.still_held().await {
+            return Err(self.deposed());
+        }
+        Ok(())
     }
 
     fn deposed(&self) -> String {

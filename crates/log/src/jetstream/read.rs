@@ -353,8 +353,10 @@ async fn follow_feed(shared: &Shared) -> Result<(), String> {
 
 /// Move the durable index to the stream's last sequence if that record ends a transaction
 /// (what the stream holds is committed; a batch being stored shows part of itself, and its
-/// end comes later).
-async fn catch_up_durable(shared: &Shared) -> Result<(), String> {
+/// end comes later). Returns the stream and that last sequence.
+async fn catch_up_durable(
+    shared: &Shared,
+) -> Result<(async_nats::jetstream::stream::Stream, u64), String> {
     let stream = shared
         .js
         .get_stream(&shared.config.stream)
@@ -364,7 +366,7 @@ async fn catch_up_durable(shared: &Shared) -> Result<(), String> {
     if last > shared.durable_index().get() && ends_transaction(shared, last).await {
         shared.advance_durable(Index::new(last));
     }
-    Ok(())
+    Ok((stream, last))
 }
 
 /// Whether the stored record at `seq` is the last of its transaction (false when no
@@ -380,17 +382,8 @@ async fn ends_transaction(shared: &Shared, seq: u64) -> bool {
 }
 
 async fn watch(shared: &Shared) -> Result<(), String> {
-    let stream = shared
-        .js
-        .get_stream(&shared.config.stream)
-        .await
-        .map_err(|e| e.to_string())?;
-    let last = stream.cached_info().state.last_sequence;
-    // What the stream holds now is committed (the end of a batch being stored comes
-    // through the consumer below).
-    if last > shared.durable_index().get() && ends_transaction(shared, last).await {
-        shared.advance_durable(Index::new(last));
-    }
+    // The end of a batch being stored comes through the consumer below.
+    let (stream, last) = catch_up_durable(shared).await?;
     let consumer = stream
         .create_consumer(OrderedConfig {
             deliver_policy: DeliverPolicy::ByStartSequence {
