@@ -112,7 +112,13 @@ pub(crate) async fn open(
     let first = Index::new(info.state.first_sequence.max(1));
     let last = Index::new(info.state.last_sequence);
     let stream_id = info.created.unix_timestamp_nanos() as u64;
-    let shared = shared(client, config, stream_id, first, last);
+    let shared = shared(client, config, stream_id, first, Index::ZERO);
+    // Opened while a batch is being stored, the stream's last record may sit inside a
+    // transaction: the durable index starts at the last record that ends one.
+    let durable = super::read::last_commit_at_or_before(&shared, last.get())
+        .await
+        .map_err(nats_err("find the last commit"))?;
+    shared.advance_durable(Index::new(durable));
     let records_max = batch_records_max.max(1);
     let id = format!("{:016x}", rand::random::<u64>());
     let lease = match mode {

@@ -369,6 +369,30 @@ async fn catch_up_durable(
     Ok((stream, last))
 }
 
+/// How many records `last_commit_at_or_before` asks for at a time, walking back.
+const COMMIT_SEARCH_WINDOW: u64 = 256;
+
+/// The last sequence at or before `last` whose record ends a transaction: what a handle
+/// opened while a batch is being stored may take as durable. With none retained, the one
+/// before the stream's first (a purge ends on a whole transaction; 0 on a new stream).
+pub(crate) async fn last_commit_at_or_before(shared: &Shared, last: u64) -> Result<u64, String> {
+    let first = shared.first_index().get();
+    let mut to = last;
+    while to >= first && to > 0 {
+        let from = to.saturating_sub(COMMIT_SEARCH_WINDOW - 1).max(first);
+        let got = fetch_range(shared, from, to).await?;
+        for m in got.iter().rev() {
+            let record = decode_payload(Index::new(m.seq), &m.payload)
+                .map_err(|e| format!("record {} does not decode: {e:?}", m.seq))?;
+            if record.commit {
+                return Ok(m.seq);
+            }
+        }
+        to = from - 1;
+    }
+    Ok(first.saturating_sub(1).min(last))
+}
+
 /// Whether the stored record at `seq` is the last of its transaction (false when no
 /// replica answered with it).
 async fn ends_transaction(shared: &Shared, seq: u64) -> bool {
