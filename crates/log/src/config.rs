@@ -32,6 +32,11 @@ pub struct LogConfig {
     /// syncs before writing more. Recorded in each segment's header, it bounds where a torn
     /// tail can lie, so recovery can tell damage to synced data from an unsynced tail.
     pub unsynced_bytes_max: u64,
+    /// When the syncer thread has nothing in hand, nothing else is queued and the batch is
+    /// one small submission (a lone appender), the writer syncs and answers it itself, so
+    /// the acknowledgement needs one thread wake-up fewer. `false` hands every batch to the
+    /// syncer.
+    pub writer_syncs_when_idle: bool,
     pub sync: SyncMode,
 }
 
@@ -45,6 +50,7 @@ impl Default for LogConfig {
             read_chunk_bytes: 1 << 20,
             sparse_index_stride_records: 512,
             unsynced_bytes_max: 4 << 20,
+            writer_syncs_when_idle: true,
             sync: SyncMode::Data,
         }
     }

@@ -61,6 +61,9 @@ pub struct LogStats {
     /// Syncs that returned while another sync of the log ran, and so waited for it before
     /// trusting their own success (see `syncer::sync`).
     pub sync_overlaps: AtomicU64,
+    /// Batches the writer thread synced and answered itself because the syncer was idle
+    /// and nothing else was queued (a lone appender's path: one thread handoff fewer).
+    pub batches_synced_by_writer: AtomicU64,
 }
 
 /// The syncs running now, by the order they began (see `syncer::sync`).
@@ -126,6 +129,11 @@ pub(crate) struct Shared {
     pub config: LogConfig,
     pub intake: Mutex<Intake>,
     pub intake_ready: Condvar,
+    /// Bumped (under the intake lock) whenever work is queued for the writer or the log
+    /// closes, so an idle writer can watch for work without taking the lock.
+    pub intake_stamp: AtomicU64,
+    /// Sync jobs handed to the syncer thread and not yet completed by it.
+    pub sync_jobs_open: AtomicU64,
     pub intake_permits: Semaphore,
     pub durable: watch::Sender<Index>,
     pub first: AtomicU64,
@@ -219,7 +227,11 @@ impl Drop for Inner {
 }
 
 fn stop_writer(shared: &Shared, writer: &Mutex<Option<JoinHandle<()>>>) {
-    shared.intake.lock().closed = true;
+    {
+        let mut intake = shared.intake.lock();
+        intake.closed = true;
+        shared.intake_stamp.fetch_add(1, Ordering::Release);
+    }
     shared.intake_ready.notify_one();
     shared.intake_permits.close();
     if let Some(handle) = writer.lock().take() {
@@ -360,6 +372,8 @@ impl FileLog {
             dir,
             intake: Mutex::new(Intake::default()),
             intake_ready: Condvar::new(),
+            intake_stamp: AtomicU64::new(0),
+            sync_jobs_open: AtomicU64::new(0),
             intake_permits: Semaphore::new(config.intake_bytes_max),
             config,
             durable: watch::Sender::new(last),
@@ -470,6 +484,7 @@ impl FileLog {
             reply,
             permits: permits as usize,
         });
+        shared.intake_stamp.fetch_add(1, Ordering::Release);
         drop(intake);
         shared.intake_ready.notify_one();
         Ok(())
@@ -513,6 +528,7 @@ impl FileLog {
                 return Err(TruncateError::Closed);
             }
             intake.commands.push(Command::Truncate { below, reply });
+            shared.intake_stamp.fetch_add(1, Ordering::Release);
         }
         shared.intake_ready.notify_one();
         rx.await.map_err(|_| TruncateError::Closed)?

@@ -55,15 +55,18 @@ pub(crate) fn run(shared: Arc<Shared>, rx: Receiver<SyncMsg>) {
             }
             next = rx.try_recv().ok();
         }
+        let n = jobs.len() as u64;
         complete(&shared, std::mem::take(&mut jobs));
+        shared.sync_jobs_open.fetch_sub(n, Ordering::AcqRel);
         for done in barriers.drain(..) {
             let _ = done.send(());
         }
     }
 }
 
-/// Sync every segment the jobs touched, publish, answer.
-fn complete(shared: &Shared, jobs: Vec<SyncJob>) {
+/// Sync every segment the jobs touched, publish, answer. Jobs must come in the order they
+/// were written, after every earlier job has completed.
+pub(crate) fn complete(shared: &Shared, jobs: Vec<SyncJob>) {
     if jobs.is_empty() {
         return;
     }

@@ -7,11 +7,20 @@
 //! `syncer`). While a batch syncs, the next one gathers in the intake and is staged and
 //! written; nothing waits on a timer, so a lone appender waits for exactly one sync.
 //!
+//! A lone appender is served with as few thread handoffs as the API allows: when the syncer
+//! has nothing in hand and nothing else is queued, the writer syncs and answers the batch
+//! itself (handing it over would only add a wake-up to the ack), and then watches the intake
+//! for `IDLE_SPIN` before it sleeps, so the appender's next transaction, which typically
+//! arrives a few microseconds after its answer, does not wait for a wake-up either. Under
+//! load neither happens: batches are larger or hold several submissions, and go to the
+//! syncer as before.
+//!
 //! A failed write or sync is sticky: every later append fails until the log is reopened.
 
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use spindle_core::{Index, RecordFlags};
 
@@ -23,6 +32,14 @@ use crate::intake::{Command, Pending, Prepared};
 use crate::segment::{create_segment, SEGMENT_HEADER_BYTES};
 use crate::syncer::{self, Replies, SyncJob, SyncMsg};
 use crate::versions::VersionTable;
+
+/// How long an idle writer watches the intake before it sleeps on the condition variable.
+/// It yields the CPU while it watches, so a runnable thread on its core is not held up.
+pub(crate) const IDLE_SPIN: Duration = Duration::from_micros(50);
+
+/// The largest batch (one submission's encoded bytes) the writer syncs itself when the
+/// syncer is idle; larger ones always go to the syncer.
+pub(crate) const LONE_BATCH_BYTES_MAX: usize = 16 << 10;
 
 /// Where the next batch is appended.
 pub(crate) struct Tail {
@@ -61,6 +78,9 @@ pub(crate) struct Writer {
     sync_tx: Option<SyncSender<SyncMsg>>,
     /// Records appended to the tail segment since its last sparse-index entry.
     since_sparse: u64,
+    /// The last batch was a lone appender's, synced here: watch for its next transaction
+    /// before sleeping.
+    watch_intake: bool,
     /// An offset of the tail segment known to be synced: the writer keeps what it has
     /// written past it within `unsynced_bytes_max`.
     synced_floor: u64,
@@ -82,6 +102,7 @@ impl Writer {
             replies: Vec::new(),
             sync_tx: Some(sync_tx),
             since_sparse: u64::MAX / 2,
+            watch_intake: false,
         }
     }
 
@@ -110,6 +131,16 @@ impl Writer {
     fn take(&mut self) -> (Vec<Pending>, Vec<Command>, bool) {
         let shared = &self.shared;
         let mut intake = shared.intake.lock();
+        let watch = std::mem::take(&mut self.watch_intake);
+        if watch && intake.queue.is_empty() && intake.commands.is_empty() && !intake.closed {
+            let stamp = shared.intake_stamp.load(Ordering::Acquire);
+            drop(intake);
+            let until = Instant::now() + IDLE_SPIN;
+            while shared.intake_stamp.load(Ordering::Acquire) == stamp && Instant::now() < until {
+                std::thread::yield_now();
+            }
+            intake = shared.intake.lock();
+        }
         while intake.queue.is_empty() && intake.commands.is_empty() && !intake.closed {
             shared.intake_ready.wait(&mut intake);
         }
@@ -137,6 +168,7 @@ impl Writer {
     /// Stage a batch, write it into the page cache, and hand it to the syncer.
     fn commit(&mut self, batch: Vec<Pending>) {
         self.buf.clear();
+        let lone = batch.len() == 1 && batch[0].prepared.bytes() <= LONE_BATCH_BYTES_MAX;
         let mut last_commit = Index::ZERO;
         for mut p in batch {
             let mut results = Vec::with_capacity(p.prepared.txns.len());
@@ -178,7 +210,34 @@ impl Writer {
             last_commit,
             replies: std::mem::take(&mut self.replies),
         };
+        if lone
+            && self.shared.config.writer_syncs_when_idle
+            && self.shared.sync_jobs_open.load(Ordering::Acquire) == 0
+            && self.intake_empty()
+        {
+            // One small submission, every earlier job complete (so order holds) and nobody
+            // waiting to be staged behind this sync: doing it here saves the appender a
+            // wake-up. A larger batch goes to the syncer even then, since a pipelining
+            // client's next submissions arrive during its sync and are staged and written
+            // meanwhile (measured: syncing 270 KB batches here cut `bench log`'s synced
+            // rate from about 6.7 to 4.7-5.9 million events/s).
+            // (Counted before the answer, so an appender that saw it can see the count.)
+            self.shared
+                .stats
+                .batches_synced_by_writer
+                .fetch_add(1, Ordering::Relaxed);
+            syncer::complete(&self.shared, vec![job]);
+            self.watch_intake = true;
+            return;
+        }
+        self.shared.sync_jobs_open.fetch_add(1, Ordering::AcqRel);
         self.send(SyncMsg::Job(job));
+    }
+
+    /// Whether no append or command is waiting for the writer.
+    fn intake_empty(&self) -> bool {
+        let intake = self.shared.intake.lock();
+        intake.queue.is_empty() && intake.commands.is_empty()
     }
 
     fn send(&self, msg: SyncMsg) {

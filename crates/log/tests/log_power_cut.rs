@@ -76,6 +76,7 @@ fn config(rng: &mut StdRng) -> LogConfig {
     LogConfig {
         segment_bytes: 4096 * rng.random_range(1..=4u64),
         unsynced_bytes_max: if rng.random_bool(0.5) { 4096 } else { 1 << 20 },
+        writer_syncs_when_idle: rng.random_bool(0.5),
         ..LogConfig::default()
     }
 }

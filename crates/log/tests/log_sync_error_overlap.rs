@@ -15,7 +15,7 @@ use common::*;
 use spindle_core::{Transaction, Value};
 use spindle_log::fs::{DirLock, Fs, FsFile};
 use spindle_log::sim_fs::SimFs;
-use spindle_log::FileLog;
+use spindle_log::{FileLog, LogConfig};
 
 /// Two syncs of a segment meet here once armed: the first waits for the second; the second
 /// gets the write-back error (once the first has moved on: its caller acknowledged, or it
@@ -175,7 +175,13 @@ fn no_append_is_acknowledged_when_an_overlapping_sync_failed() {
             inner: sim.boot(),
             gate: gate.clone(),
         };
-        let log = FileLog::open_in(Arc::new(fs), Path::new("/sim/log"), small_segments()).unwrap();
+        // The overlap needs the batch's sync on the syncer thread while the writer seals
+        // (a writer that syncs a lone batch itself cannot seal meanwhile).
+        let config = LogConfig {
+            writer_syncs_when_idle: false,
+            ..small_segments()
+        };
+        let log = FileLog::open_in(Arc::new(fs), Path::new("/sim/log"), config).unwrap();
         gate.log.set(log.clone()).unwrap();
         let before = log.append_blocking(&put("a", 0)).unwrap();
         // Too big for what is left of the 4 KiB segment: its append seals the segment.

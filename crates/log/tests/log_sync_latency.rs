@@ -36,3 +36,33 @@ fn the_window_keeps_the_most_recent_syncs() {
     assert_eq!(p.p99_us, 100 + 1014);
     assert_eq!(p.max_us, SYNC_LATENCY_WINDOW as u64 + 100);
 }
+
+/// A lone appender's batches are synced by the writer itself (one thread wake-up fewer),
+/// unless turned off; either way every append is synced and durable when acknowledged.
+#[tokio::test]
+async fn a_lone_appender_is_synced_by_the_writer_unless_turned_off() {
+    for inline in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            writer_syncs_when_idle: inline,
+            ..LogConfig::default()
+        };
+        let log = common::open(dir.path(), config);
+        for n in 0..20 {
+            let at = log.append(&common::put(&format!("k{n}"), n)).await.unwrap();
+            assert!(log.durable_index() >= at, "acknowledged before durable");
+        }
+        let stats = log.stats();
+        let by_writer = stats.batches_synced_by_writer.load(Ordering::Relaxed);
+        assert_eq!(
+            stats.syncs.load(Ordering::Relaxed),
+            20,
+            "one sync per lone append"
+        );
+        if inline {
+            assert_eq!(by_writer, 20, "every lone batch synced by the writer");
+        } else {
+            assert_eq!(by_writer, 0, "turned off");
+        }
+    }
+}
