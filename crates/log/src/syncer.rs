@@ -67,12 +67,19 @@ pub(crate) fn run(shared: Arc<Shared>, rx: Receiver<SyncMsg>) {
 /// Sync every segment the jobs touched, publish, answer. Jobs must come in the order they
 /// were written, after every earlier job has completed.
 pub(crate) fn complete(shared: &Shared, jobs: Vec<SyncJob>) {
+    let failure = settle(shared, &jobs);
+    answer(jobs, failure);
+}
+
+/// The first half of `complete`: sync every segment the jobs touched and publish the new
+/// durable index. Returns the log's failure, if it has one (then nothing was published).
+pub(crate) fn settle(shared: &Shared, jobs: &[SyncJob]) -> Option<String> {
     if jobs.is_empty() {
-        return;
+        return shared.failure();
     }
     if shared.failure().is_none() && shared.config.sync == SyncMode::Data {
         let mut last: Option<&Arc<SegmentHandle>> = None;
-        for job in &jobs {
+        for job in jobs {
             if last.is_some_and(|s| Arc::ptr_eq(s, &job.segment)) {
                 continue;
             }
@@ -106,6 +113,12 @@ pub(crate) fn complete(shared: &Shared, jobs: Vec<SyncJob>) {
             shared.publish_durable(durable);
         }
     }
+    failure
+}
+
+/// The second half of `complete`: answer every appender of the jobs; with a failure, every
+/// outcome that would have been a success is `Failed` instead.
+pub(crate) fn answer(jobs: Vec<SyncJob>, failure: Option<String>) {
     for job in jobs {
         for (reply, mut results) in job.replies {
             if let Some(cause) = &failure {

@@ -12,11 +12,16 @@ use std::sync::Arc;
 use common::*;
 use spindle_log::fs::Fs;
 use spindle_log::sim_fs::SimFs;
-use spindle_log::{AppendError, FileLog};
+use spindle_log::{AppendError, FileLog, LogConfig};
 
-fn open_sim(sim: &SimFs) -> FileLog {
+/// Even seeds sync a lone append's batch on the writer, odd ones on the syncer thread.
+fn open_sim(sim: &SimFs, seed: u64) -> FileLog {
     let fs: Arc<dyn Fs> = Arc::new(sim.boot());
-    FileLog::open_in(fs, Path::new("/sim/log"), small_segments()).unwrap()
+    let config = LogConfig {
+        writer_syncs_when_idle: seed.is_multiple_of(2),
+        ..small_segments()
+    };
+    FileLog::open_in(fs, Path::new("/sim/log"), config).unwrap()
 }
 
 #[test]
@@ -24,7 +29,7 @@ fn records_of_a_failed_sync_are_not_served_after_a_restart() {
     let mut vanished = Vec::new();
     for seed in 0..8u64 {
         let sim = SimFs::new(seed);
-        let log = open_sim(&sim);
+        let log = open_sim(&sim, seed);
         for i in 0..3 {
             log.append_blocking(&put("a", i)).unwrap();
         }
@@ -37,12 +42,12 @@ fn records_of_a_failed_sync_are_not_served_after_a_restart() {
         drop(log);
 
         // The process restarts; the machine stays up.
-        let log = open_sim(&sim);
+        let log = open_sim(&sim, seed);
         let served = log.durable_index();
         let acked = log.append_blocking(&put("c", seed)).unwrap();
         sim.power_cut();
         drop(log);
-        let log = open_sim(&sim);
+        let log = open_sim(&sim, seed);
         let records = log.read(spindle_log::Index::new(1), usize::MAX).unwrap();
         let kept = records
             .iter()

@@ -1,6 +1,7 @@
 //! Fault injection (feature `failpoints`): a failed write or fdatasync (EIO) is sticky until
 //! reopen, the log stays readable meanwhile, nothing acknowledged is lost across the reopen,
-//! and a stalled writer makes appenders wait once the intake holds `intake_bytes_max` bytes.
+//! a stalled writer makes appenders wait once the intake holds `intake_bytes_max` bytes, and
+//! a lone append is never synced by the writer ahead of a batch the syncer is still syncing.
 
 #![cfg(feature = "failpoints")]
 
@@ -18,17 +19,21 @@ use spindle_log::{AppendError, Index, LogConfig};
 #[test]
 fn failpoint_scenarios() {
     let scenario = fail::FailScenario::setup();
-    a_failed_sync_is_sticky_until_reopen();
-    for point in ["log::write", "log::sync"] {
-        a_failure_loses_nothing_acknowledged(point);
+    // Both ways a lone append's batch is synced: by the writer itself, or by the syncer.
+    for inline in [true, false] {
+        a_failed_sync_is_sticky_until_reopen(inline);
+        for point in ["log::write", "log::sync"] {
+            a_failure_loses_nothing_acknowledged(point, inline);
+        }
     }
     a_stalled_writer_stops_appenders_at_the_intake_bound();
+    a_lone_append_waits_for_the_batch_the_syncer_holds();
     scenario.teardown();
 }
 
-fn a_failed_sync_is_sticky_until_reopen() {
+fn a_failed_sync_is_sticky_until_reopen(inline: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(dir.path(), small_segments());
+    let log = open(dir.path(), config(inline));
     assert_eq!(log.append_blocking(&put("a", 1)).unwrap(), Index::new(1));
     fail::cfg("log::sync", "return").unwrap();
     assert!(matches!(
@@ -48,7 +53,7 @@ fn a_failed_sync_is_sticky_until_reopen() {
         "nothing past the failed sync is visible"
     );
     drop(log);
-    let log = open(dir.path(), small_segments());
+    let log = open(dir.path(), config(inline));
     let next = log.append_blocking(&put("a", 4)).unwrap();
     assert!(
         next == Index::new(2) || next == Index::new(3),
@@ -56,9 +61,9 @@ fn a_failed_sync_is_sticky_until_reopen() {
     );
 }
 
-fn a_failure_loses_nothing_acknowledged(point: &str) {
+fn a_failure_loses_nothing_acknowledged(point: &str, inline: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(dir.path(), small_segments());
+    let log = open(dir.path(), config(inline));
     let acked: Vec<Index> = (0..100)
         .map(|i| log.append_blocking(&put(&format!("k{i}"), i)).unwrap())
         .collect();
@@ -77,7 +82,7 @@ fn a_failure_loses_nothing_acknowledged(point: &str) {
     let before = log.read(Index::FIRST, usize::MAX).unwrap();
     assert_eq!(before.len(), 100, "{point}");
     drop(log);
-    let log = open(dir.path(), small_segments());
+    let log = open(dir.path(), config(inline));
     let after = log.read(Index::FIRST, usize::MAX).unwrap();
     assert!(after.len() >= 100 && after.len() <= 101, "{point}");
     assert_eq!(
@@ -88,6 +93,59 @@ fn a_failure_loses_nothing_acknowledged(point: &str) {
     assert_eq!(acked.last().copied(), Some(Index::new(100)));
     let next = log.append_blocking(&put("again", 1)).unwrap();
     assert_eq!(next.get(), after.len() as u64 + 1, "{point}");
+}
+
+/// While the syncer's fdatasync of a large batch hangs, a lone small append behind it must not
+/// be synced and acknowledged by the writer on its own: the durable index would pass the
+/// unsynced batch.
+fn a_lone_append_waits_for_the_batch_the_syncer_holds() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), LogConfig::default());
+    let first = log.append_blocking(&put("warm", 0)).unwrap();
+    let by_writer = || log.stats().batches_synced_by_writer.load(Ordering::Relaxed);
+    assert_eq!(by_writer(), 1, "a lone append is synced by the writer");
+    // Larger than the writer syncs itself: the syncer takes it, and its sync hangs.
+    let big = Transaction::single(
+        node("big"),
+        Value::json(format!("{{\"s\":\"{}\"}}", "x".repeat(40_000))).unwrap(),
+    );
+    fail::cfg("log::sync", "1*pause").unwrap();
+    let small_done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let big_append = s.spawn(|| log.append_blocking(&big));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let small_append = s.spawn(|| {
+            let r = log.append_blocking(&put("small", 1));
+            small_done.store(true, Ordering::Release);
+            r
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let stuck = (
+            small_done.load(Ordering::Acquire),
+            log.durable_index(),
+            by_writer(),
+        );
+        fail::remove("log::sync");
+        let big_at = big_append.join().unwrap().unwrap();
+        let small_at = small_append.join().unwrap().unwrap();
+        assert_eq!(
+            stuck,
+            (false, first, 1),
+            "(acknowledged, durable index, batches synced by the writer) while the syncer's \
+             sync of {big_at} hung; the lone append got {small_at}"
+        );
+        assert!(big_at < small_at, "{big_at} then {small_at}");
+        assert_eq!(log.durable_index(), small_at);
+    });
+}
+
+/// Small segments; lone batches synced by the writer (`inline`) or by the syncer.
+fn config(inline: bool) -> LogConfig {
+    LogConfig {
+        writer_syncs_when_idle: inline,
+        ..small_segments()
+    }
 }
 
 fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
