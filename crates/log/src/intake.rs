@@ -41,6 +41,9 @@ pub(crate) struct PreparedCondition {
     pub key: ItemKey,
 }
 
+/// The most frame bytes `Prepared::new` reserves ahead from its first transaction's size.
+const FRAMES_RESERVE_MAX: usize = 32 << 20;
+
 /// Transactions encoded as frames whose index and checksum are still zero.
 #[derive(Debug, Default)]
 pub(crate) struct Prepared {
@@ -54,6 +57,19 @@ impl Prepared {
     /// Validate and encode each transaction; bad ones are marked rejected, not queued.
     pub fn new<'a>(txns: impl IntoIterator<Item = &'a Transaction>) -> Self {
         let mut p = Prepared::default();
+        let mut txns = txns.into_iter();
+        let (count, _) = txns.size_hint();
+        let Some(first) = txns.next() else { return p };
+        p.push(first);
+        // Room for the rest, assuming transactions like the first (capped), so a large
+        // submission is not copied and faulted in again at every doubling of its buffers.
+        if count > 1 {
+            let rest = count - 1;
+            p.txns.reserve(rest);
+            p.records.reserve(rest.saturating_mul(p.records.len()));
+            p.frames
+                .reserve(rest.saturating_mul(p.frames.len()).min(FRAMES_RESERVE_MAX));
+        }
         for txn in txns {
             p.push(txn);
         }

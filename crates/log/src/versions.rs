@@ -25,7 +25,9 @@
 //! its entries are taken as live, so an item deleted before such a checkpoint counts as
 //! existing (a 0-condition on it fails) until it is written again.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::io;
 use std::path::Path;
 
@@ -41,7 +43,68 @@ const FORMAT_VERSION_LIVE_ONLY: u32 = 1;
 /// Bit of a stored version marking "the latest record is a delete". Indexes stay below it.
 const DELETED_BIT: u64 = 1 << 63;
 
-type Map = HashMap<Box<[u8]>, u64, foldhash::fast::RandomState>;
+type Map = HashMap<KeyBytes, u64, foldhash::fast::RandomState>;
+
+/// Longest encoded key stored inside the table's own slots. The writer probes the table
+/// once per record; a key on the heap costs every probe a second cache miss (the pointer,
+/// then the bytes), which on a table larger than the cache was most of the writer's time.
+/// 38 bytes hold a node key of up to 35 bytes of id and an edge of two 12-byte ids with a
+/// 7-byte label (each field carries a 2-byte length; docs/log-format.md).
+const INLINE_KEY_BYTES: usize = 38;
+
+/// An encoded item key: inline when short, else on the heap. Hashes and compares as the
+/// byte slice it holds, so the table is probed with `&[u8]`.
+#[derive(Clone, Debug)]
+enum KeyBytes {
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE_KEY_BYTES],
+    },
+    Heap(Box<[u8]>),
+}
+
+impl KeyBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            KeyBytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            KeyBytes::Heap(b) => b,
+        }
+    }
+}
+
+impl From<&[u8]> for KeyBytes {
+    fn from(key: &[u8]) -> Self {
+        match u8::try_from(key.len()) {
+            Ok(len) if key.len() <= INLINE_KEY_BYTES => {
+                let mut bytes = [0u8; INLINE_KEY_BYTES];
+                bytes[..key.len()].copy_from_slice(key);
+                KeyBytes::Inline { len, bytes }
+            }
+            _ => KeyBytes::Heap(key.into()),
+        }
+    }
+}
+
+impl Borrow<[u8]> for KeyBytes {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+// `Borrow` requires these to agree with `[u8]`'s: they delegate to the slice.
+impl Hash for KeyBytes {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state);
+    }
+}
+
+impl PartialEq for KeyBytes {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for KeyBytes {}
 
 /// Item (by encoded key) → current version, with `DELETED_BIT` set when it is a delete.
 #[derive(Debug, Default)]
@@ -114,6 +177,7 @@ impl VersionTable {
         buf.extend_from_slice(&as_of.get().to_le_bytes());
         buf.extend_from_slice(&(self.map.len() as u64).to_le_bytes());
         for (key, version) in &self.map {
+            let key = key.as_slice();
             let len = u16::try_from(key.len()).expect("encoded keys fit u16");
             buf.extend_from_slice(&len.to_le_bytes());
             buf.extend_from_slice(key);
@@ -193,6 +257,38 @@ pub fn decode_checkpoint(buf: &[u8]) -> Result<(VersionTable, Index), String> {
 mod tests {
     use super::*;
     use crate::fs::StdFs;
+
+    /// Keys on both sides of the inline bound behave alike: found by their bytes only.
+    #[test]
+    fn short_and_long_keys_are_kept_apart() {
+        let mut t = VersionTable::new();
+        let keys: Vec<Vec<u8>> = [0, 1, 37, 38, 39, 255, 256, 1000]
+            .iter()
+            .map(|&n| (0..n).map(|i| (i % 7) as u8).collect())
+            .collect();
+        for (i, k) in keys.iter().enumerate() {
+            t.set(k, Index::new(i as u64 + 1), i % 2 == 1);
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(
+                t.get(k),
+                Index::new(i as u64 + 1),
+                "key of {} bytes",
+                k.len()
+            );
+            assert_eq!(t.is_deleted(k), i % 2 == 1);
+            let mut longer = k.clone();
+            longer.push(0);
+            if !keys.contains(&longer) {
+                assert_eq!(t.get(&longer), Index::ZERO, "{} bytes + 1", k.len());
+            }
+        }
+        assert_eq!(t.len(), keys.len());
+        let (back, _) = decode_checkpoint(&t.encode_checkpoint(Index::new(9))).unwrap();
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(back.get(k), Index::new(i as u64 + 1));
+        }
+    }
 
     #[test]
     fn checkpoint_round_trip_and_damage() {

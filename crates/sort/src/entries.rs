@@ -123,6 +123,9 @@ impl EntrySorter {
         if self.batch.cost_bytes() + cost > self.batch_limit_bytes() {
             self.spill_batch()?;
         }
+        if self.batch.len() == 0 {
+            self.batch.reserve(self.batch_limit_bytes());
+        }
         self.batch.push(key, value);
         self.stats.entries += 1;
         self.stats.bytes_in += (key.len() + value.len()) as u64;
@@ -201,7 +204,7 @@ impl EntrySorter {
                 self.stats.passes = 2;
             }
         }
-        self.batch = Batch::default();
+        self.batch.clear();
         Ok(())
     }
 }

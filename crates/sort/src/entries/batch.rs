@@ -77,7 +77,9 @@ impl Header {
     }
 }
 
-fn prefix_of(key: &[u8]) -> u64 {
+/// The key's first 8 bytes as a big-endian integer, zero padded: monotone in the key order
+/// (`a <= b` implies `prefix_of(a) <= prefix_of(b)`).
+pub(crate) fn prefix_of(key: &[u8]) -> u64 {
     let mut word = [0u8; 8];
     let n = key.len().min(8);
     word[..n].copy_from_slice(&key[..n]);
@@ -92,6 +94,22 @@ impl Batch {
 
     pub(crate) fn len(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Empties the batch and keeps its memory for the next one.
+    pub(crate) fn clear(&mut self) {
+        self.bytes.clear();
+        self.slots.clear();
+    }
+
+    /// Makes room for a batch of up to `cost_bytes` (as counted by `cost_bytes`), so that
+    /// filling it never reallocates: a growing arena copies itself and faults in fresh
+    /// pages at every doubling. Pages of the reservation are touched only as they fill.
+    pub(crate) fn reserve(&mut self, cost_bytes: u64) {
+        let cost = usize::try_from(cost_bytes).unwrap_or(usize::MAX);
+        self.bytes.reserve(cost.saturating_sub(self.bytes.len()));
+        let slots = cost / (HEADER_BYTES + SLOT_BYTES);
+        self.slots.reserve(slots.saturating_sub(self.slots.len()));
     }
 
     pub(crate) fn push(&mut self, key: &[u8], value: &[u8]) {
@@ -132,6 +150,11 @@ impl Batch {
             at = body_at + header.body_bytes();
         }
         Ok(Batch { bytes, slots })
+    }
+
+    /// `prefix_of` the key of entry `i`.
+    pub(crate) fn prefix(&self, i: usize) -> u64 {
+        self.slots[i].prefix
     }
 
     pub(crate) fn key(&self, i: usize) -> &[u8] {

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::batch::{Batch, Header, HEADER_BYTES, SLOT_BYTES};
+use super::batch::{prefix_of, Batch, Header, HEADER_BYTES, SLOT_BYTES};
 use super::Entry;
 use crate::SortError;
 
@@ -80,6 +80,9 @@ struct Open {
 #[derive(Debug)]
 pub(crate) struct BucketSet {
     splitters: Vec<Vec<u8>>,
+    /// Each splitter's first 8 bytes (`prefix_of`): routing compares these first and
+    /// compares whole keys only among splitters that share the key's prefix.
+    prefixes: Vec<u64>,
     buckets: Vec<Option<Open>>,
     buffer_bytes: usize,
     depth: u32,
@@ -92,6 +95,7 @@ impl BucketSet {
     pub(crate) fn new(splitters: Vec<Vec<u8>>, buffer_bytes: usize, depth: u32) -> BucketSet {
         let n = 2 * splitters.len() + 1;
         BucketSet {
+            prefixes: splitters.iter().map(|s| prefix_of(s)).collect(),
             splitters,
             buckets: (0..n).map(|_| None).collect(),
             buffer_bytes: buffer_bytes.max(HEADER_BYTES),
@@ -103,9 +107,18 @@ impl BucketSet {
 
     /// Which bucket a key belongs to.
     pub(crate) fn route(&self, key: &[u8]) -> usize {
-        match self.splitters.binary_search_by(|s| s.as_slice().cmp(key)) {
-            Ok(i) => 2 * i + 1,
-            Err(i) => 2 * i,
+        self.route_prefixed(prefix_of(key), key)
+    }
+
+    /// `route` for a key whose `prefix_of` is known. `prefix_of` is monotone in the key
+    /// order, so a splitter with a smaller (larger) prefix is a smaller (larger) key, and
+    /// only splitters with the key's own prefix (usually none) need a byte comparison.
+    pub(crate) fn route_prefixed(&self, prefix: u64, key: &[u8]) -> usize {
+        let lo = self.prefixes.partition_point(|&p| p < prefix);
+        let hi = lo + self.prefixes[lo..].partition_point(|&p| p == prefix);
+        match self.splitters[lo..hi].binary_search_by(|s| s.as_slice().cmp(key)) {
+            Ok(i) => 2 * (lo + i) + 1,
+            Err(i) => 2 * (lo + i),
         }
     }
 
@@ -166,7 +179,7 @@ impl BucketSet {
     ) -> Result<(), SortError> {
         let mut current = None;
         for i in 0..batch.len() {
-            let b = self.route(batch.key(i));
+            let b = self.route_prefixed(batch.prefix(i), batch.key(i));
             if current != Some(b) {
                 if let Some(prev) = current {
                     self.park(prev)?;
@@ -188,7 +201,7 @@ impl BucketSet {
         batch: &Batch,
     ) -> Result<(), SortError> {
         for i in 0..batch.len() {
-            let b = self.route(batch.key(i));
+            let b = self.route_prefixed(batch.prefix(i), batch.key(i));
             self.write(tmp, b, batch.encoded(i))?;
         }
         Ok(())
@@ -290,4 +303,39 @@ pub(crate) fn read_batch(bucket: &Spilled) -> Result<Batch, SortError> {
         path: bucket.path.clone(),
         offset,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Routing by byte comparison alone: the rule `route_prefixed` must agree with.
+    fn route_by_bytes(splitters: &[Vec<u8>], key: &[u8]) -> usize {
+        match splitters.binary_search_by(|s| s.as_slice().cmp(key)) {
+            Ok(i) => 2 * i + 1,
+            Err(i) => 2 * i,
+        }
+    }
+
+    // Short keys from a small alphabet with zeros, so prefixes collide, keys shorter than 8
+    // bytes are padded and splitters share their first 8 bytes.
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(prop::sample::select(vec![0u8, 1, 2, 255]), 0..12)
+    }
+
+    proptest! {
+        #[test]
+        fn prefix_routing_agrees_with_byte_routing(
+            mut splitters in prop::collection::vec(key(), 0..40),
+            keys in prop::collection::vec(key(), 1..60),
+        ) {
+            splitters.sort();
+            splitters.dedup();
+            let set = BucketSet::new(splitters.clone(), 64, 0);
+            for k in keys.iter().chain(&splitters) {
+                prop_assert_eq!(set.route(k), route_by_bytes(&splitters, k), "key {:?}", k);
+            }
+        }
+    }
 }

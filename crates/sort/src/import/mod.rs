@@ -22,7 +22,10 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Mutex;
+use std::task::{Context, Poll};
 use std::time::Instant;
+
+use futures::stream::{FuturesOrdered, StreamExt};
 
 use spindle_core::{Index, Partition, Transaction};
 use spindle_log::{FileLog, LogConfig, SyncMode};
@@ -38,6 +41,8 @@ pub const LOG_BATCH_BYTES_MAX: usize = 16 << 20;
 pub const PARSE_CHUNK_BYTES: usize = 1 << 20;
 /// Submissions parsed ahead of the log writer.
 pub const LOG_BATCHES_AHEAD_MAX: usize = 2;
+/// Submissions appended at once: the log writes one while it syncs the other.
+pub const LOG_APPENDS_IN_FLIGHT: usize = 2;
 
 /// Why an import failed. The data directory keeps its `IMPORTING` marker.
 #[derive(Debug, thiserror::Error)]
@@ -266,9 +271,26 @@ pub fn import(
         failpoint!("import::mid_ingest");
     }
     // Every partition holds its data: now, and only now, the views claim the last index.
-    for view in &views {
-        view.finish_ingest(report.last_index)?;
-    }
+    // Each view scans its own data once for its replica checksum: the views run on up to
+    // `threads` threads at once.
+    let per_thread = views.len().div_ceil(opts.threads.max(1)).max(1);
+    let last_index = report.last_index;
+    std::thread::scope(|s| {
+        let workers: Vec<_> = views
+            .chunks(per_thread)
+            .map(|chunk| {
+                s.spawn(move || -> Result<(), ImportError> {
+                    for view in chunk {
+                        view.finish_ingest(last_index)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().expect("a finishing thread panicked"))
+    })?;
     drop(views);
     progress.end(Phase::Ingest);
     report
@@ -369,14 +391,39 @@ fn parse_and_log(
         let log = &log;
         let writer = s.spawn(move || -> Result<Index, ImportError> {
             let mut next = Index::FIRST;
-            for batch in rx {
-                let results = futures::executor::block_on(log.append_many(&batch));
+            let mut check = |results: Vec<Result<Index, spindle_log::AppendError>>| {
                 for r in results {
                     let index = r?;
                     assert_eq!(index, next, "a new log gives line k index k");
                     next = next.next();
                 }
                 progress.set(Phase::Log, next.prev().get());
+                Ok::<(), ImportError>(())
+            };
+            // Up to `LOG_APPENDS_IN_FLIGHT` submissions at once, so the log writes the next
+            // batch while the previous one is being synced. Results come back in order.
+            let mut in_flight = FuturesOrdered::new();
+            let mut noop = Context::from_waker(futures::task::noop_waker_ref());
+            let mut open = true;
+            while open || !in_flight.is_empty() {
+                if open && in_flight.len() < LOG_APPENDS_IN_FLIGHT {
+                    match rx.recv() {
+                        Ok(batch) => {
+                            in_flight.push_back(async move { log.append_many(&batch).await });
+                            // The first poll submits it (the log's writer takes it from
+                            // there); an older submission may be done by now.
+                            if let Poll::Ready(Some(results)) = in_flight.poll_next_unpin(&mut noop)
+                            {
+                                check(results)?;
+                            }
+                        }
+                        Err(_) => open = false,
+                    }
+                    continue;
+                }
+                let results = futures::executor::block_on(in_flight.next())
+                    .expect("a submission is in flight");
+                check(results)?;
             }
             Ok(next.prev())
         });
@@ -493,7 +540,9 @@ fn consume(
             batch.push(Transaction::single(key, value));
             if batch_bytes >= LOG_BATCH_BYTES_MAX {
                 batch_bytes = 0;
-                if log.send(std::mem::take(&mut batch)).is_err() {
+                let next = Vec::with_capacity(batch.len());
+                let full = std::mem::replace(&mut batch, next);
+                if log.send(full).is_err() {
                     // The log thread stopped on an error; it reports it.
                     return Ok(());
                 }
