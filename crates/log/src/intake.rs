@@ -43,6 +43,8 @@ pub(crate) struct PreparedCondition {
 
 /// The most frame bytes `Prepared::new` reserves ahead from its first transaction's size.
 const FRAMES_RESERVE_MAX: usize = 32 << 20;
+/// The most records `Prepared::new` reserves ahead.
+const RECORDS_RESERVE_MAX: usize = 1 << 20;
 
 /// Transactions encoded as frames whose index and checksum are still zero.
 #[derive(Debug, Default)]
@@ -66,7 +68,10 @@ impl Prepared {
         if count > 1 {
             let rest = count - 1;
             p.txns.reserve(rest);
-            p.records.reserve(rest.saturating_mul(p.records.len()));
+            p.records.reserve(
+                rest.saturating_mul(p.records.len())
+                    .min(RECORDS_RESERVE_MAX),
+            );
             p.frames
                 .reserve(rest.saturating_mul(p.frames.len()).min(FRAMES_RESERVE_MAX));
         }

@@ -202,8 +202,13 @@ impl EntrySorter {
                 buckets.write_sorted(&mut tmp, &self.batch)?;
                 self.spill = Some(Spill { tmp, buckets });
                 self.stats.passes = 2;
+                // The batch's budget halves from now on (the bucket buffers take the other
+                // half): free the first batch's memory rather than keep it.
+                self.batch = Batch::default();
+                return Ok(());
             }
         }
+        // Later batches have the same budget: keep the memory for the next one.
         self.batch.clear();
         Ok(())
     }
@@ -377,5 +382,54 @@ impl Iterator for SortedEntries {
                 Some(Err(e))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod memory_tests {
+    use super::*;
+
+    /// The batch keeps its memory across spills, but never more than its budget: the
+    /// first batch (budget about the whole memory) is freed at the first spill, when the
+    /// batch's budget halves and the bucket buffers take the other half.
+    #[test]
+    fn the_batch_holds_no_more_than_its_budget_after_each_spill() {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = 1 << 20;
+        let mut sorter = EntrySorter::new(EntrySortOptions {
+            memory_bytes: memory,
+            tmp_dir: dir.path().to_path_buf(),
+            threads: 1,
+        })
+        .unwrap();
+        let value = [7u8; 100];
+        let mut spills_seen = 0;
+        let mut spilled_before = false;
+        for i in 0u64..60_000 {
+            let key = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_be_bytes();
+            sorter.push(&key, &value).unwrap();
+            let spilled = sorter.stats().bytes_spilled > 0;
+            if spilled && sorter.batch.len() == 1 {
+                spills_seen += 1;
+                // Just after a spill, the batch holding the one entry pushed since has an
+                // arena of at most the budget of batches from now on (the first batch's,
+                // reserved for about the whole memory, was freed) and an index that fits
+                // in the budget too. Arena pages are touched only as entries fill them.
+                let limit = sorter.batch_limit_bytes();
+                let (arena, index) = sorter.batch.allocated_bytes();
+                assert!(
+                    arena <= limit && index <= limit / 2 + 1024,
+                    "after spill {spills_seen}: arena {arena} and index {index} bytes, budget {limit}"
+                );
+            }
+            spilled_before |= spilled;
+        }
+        assert!(
+            spilled_before && spills_seen >= 3,
+            "spills seen: {spills_seen}"
+        );
+        let sorted: Vec<_> = sorter.finish().unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(sorted.len(), 60_000);
+        assert!(sorted.windows(2).all(|w| w[0].0 <= w[1].0));
     }
 }

@@ -96,20 +96,29 @@ impl Batch {
         self.slots.len()
     }
 
+    /// Bytes allocated for the arena, and for the index (what the batch holds on to).
+    #[cfg(test)]
+    pub(crate) fn allocated_bytes(&self) -> (u64, u64) {
+        (
+            self.bytes.capacity() as u64,
+            (self.slots.capacity() * std::mem::size_of::<Slot>()) as u64,
+        )
+    }
+
     /// Empties the batch and keeps its memory for the next one.
     pub(crate) fn clear(&mut self) {
         self.bytes.clear();
         self.slots.clear();
     }
 
-    /// Makes room for a batch of up to `cost_bytes` (as counted by `cost_bytes`), so that
-    /// filling it never reallocates: a growing arena copies itself and faults in fresh
-    /// pages at every doubling. Pages of the reservation are touched only as they fill.
+    /// Makes room in the arena for a batch of up to `cost_bytes` (as counted by
+    /// `cost_bytes`, which the arena's bytes never exceed), so that filling it never
+    /// reallocates: a growing arena copies itself and faults in fresh pages at every
+    /// doubling. Pages of the reservation are touched only as they fill. (The index of
+    /// slots, a fifth of the arena's size or less, still grows as it fills.)
     pub(crate) fn reserve(&mut self, cost_bytes: u64) {
         let cost = usize::try_from(cost_bytes).unwrap_or(usize::MAX);
         self.bytes.reserve(cost.saturating_sub(self.bytes.len()));
-        let slots = cost / (HEADER_BYTES + SLOT_BYTES);
-        self.slots.reserve(slots.saturating_sub(self.slots.len()));
     }
 
     pub(crate) fn push(&mut self, key: &[u8], value: &[u8]) {

@@ -287,9 +287,12 @@ pub fn import(
                 })
             })
             .collect();
-        workers
+        // Join every worker before reporting the first error.
+        let results: Vec<Result<(), ImportError>> = workers
             .into_iter()
-            .try_for_each(|w| w.join().expect("a finishing thread panicked"))
+            .map(|w| w.join().expect("a finishing thread panicked"))
+            .collect();
+        results.into_iter().collect::<Result<(), ImportError>>()
     })?;
     drop(views);
     progress.end(Phase::Ingest);
@@ -410,9 +413,12 @@ fn parse_and_log(
                     match rx.recv() {
                         Ok(batch) => {
                             in_flight.push_back(async move { log.append_many(&batch).await });
-                            // The first poll submits it (the log's writer takes it from
-                            // there); an older submission may be done by now.
-                            if let Poll::Ready(Some(results)) = in_flight.poll_next_unpin(&mut noop)
+                            // Polling submits it (the log's writer takes it from there).
+                            // A poll returns at the first result that is ready, which may
+                            // be an older submission's before the new one was polled: poll
+                            // until nothing more is ready.
+                            while let Poll::Ready(Some(results)) =
+                                in_flight.poll_next_unpin(&mut noop)
                             {
                                 check(results)?;
                             }
