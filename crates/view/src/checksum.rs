@@ -192,6 +192,7 @@ pub(crate) fn checkpoint_indexes(applied: Index, interval: u64) -> Vec<Index> {
 
 /// Sums a scan of versions into the total and into each checkpoint of `indexes` (increasing):
 /// a version counts towards every checkpoint at or above its index.
+#[derive(Debug)]
 pub(crate) struct ScanSums {
     indexes: Vec<Index>,
     /// `buckets[j]`: versions with index in (indexes[j-1], indexes[j]]; the last bucket holds

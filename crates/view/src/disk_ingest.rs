@@ -12,8 +12,10 @@ use std::path::{Path, PathBuf};
 use rocksdb::{IngestExternalFileOptions, Options, WriteBatch};
 use spindle_core::Index;
 
+use crate::checksum::{self, Checksum, ScanSums, CHECKPOINT_INTERVAL_INDEXES};
 use crate::disk::{db_err, db_options, DiskOptions, DiskView, META_APPLIED};
 use crate::error::ViewError;
+use crate::keys;
 
 /// The file an importer creates first in a data directory and removes last: while it
 /// exists, the directory holds an unfinished import and must not be served.
@@ -22,6 +24,42 @@ pub const IMPORT_MARKER_FILE: &str = "IMPORTING";
 /// Where a node keeps Disk View `i` of `n` in its data directory (`views/disk-I-of-N`).
 pub fn disk_view_dir(data_dir: &Path, i: u64, n: u64) -> PathBuf {
     data_dir.join("views").join(format!("disk-{i}-of-{n}"))
+}
+
+/// The replica checksum (docs/disk-view-format.md "Checksum") of the versions an importer
+/// writes into one view's table files, summed as they are written, so that the view does not
+/// have to read them all back to learn it (`DiskView::finish_ingest_summed`).
+#[derive(Debug)]
+pub struct IngestChecksum {
+    applied: Index,
+    interval: u64,
+    sums: ScanSums,
+}
+
+impl IngestChecksum {
+    /// For a view that will be at `applied` once its files are ingested, with the default
+    /// checkpoint interval.
+    pub fn new(applied: Index) -> IngestChecksum {
+        let interval = CHECKPOINT_INTERVAL_INDEXES;
+        IngestChecksum {
+            applied,
+            interval,
+            sums: ScanSums::new(checksum::checkpoint_indexes(applied, interval)),
+        }
+    }
+
+    /// Count one version: a Disk View key and value as written into a table file. A key that
+    /// is not a Disk View key is no version and counts nothing, as in a view's own scan.
+    pub fn add(&mut self, key: &[u8], value: &[u8]) {
+        if let Some(parts) = keys::split_key(key) {
+            self.sums.add(parts.index, Checksum::of_version(key, value));
+        }
+    }
+
+    /// Versions counted.
+    pub fn versions(&self) -> u64 {
+        self.sums.versions
+    }
 }
 
 /// Whether `data_dir` holds an unfinished import.
@@ -66,6 +104,28 @@ impl DiskView {
         let mut batch = WriteBatch::default();
         // The ingested versions came around `apply`: checksum them with one scan.
         self.rescan_into(applied, &mut batch)?;
+        self.claim_ingested(applied, batch)
+    }
+
+    /// `finish_ingest` with the checksum the importer summed while it wrote the ingested
+    /// files, instead of a scan of them. Sums made for another applied index or checkpoint
+    /// interval are not used: the view scans instead.
+    pub fn finish_ingest_summed(
+        &self,
+        applied: Index,
+        sums: IngestChecksum,
+    ) -> Result<(), ViewError> {
+        let mut batch = WriteBatch::default();
+        if sums.applied == applied && sums.interval == self.checkpoint_interval() {
+            self.store_sums_into(applied, &sums.sums, &mut batch);
+        } else {
+            self.rescan_into(applied, &mut batch)?;
+        }
+        self.claim_ingested(applied, batch)
+    }
+
+    /// Write the applied index with the checksum already in `batch`, and flush.
+    fn claim_ingested(&self, applied: Index, mut batch: WriteBatch) -> Result<(), ViewError> {
         batch.put_cf(self.meta_cf(), META_APPLIED, applied.get().to_le_bytes());
         self.db().write(batch).map_err(db_err(self.dir()))?;
         if applied > self.applied_index() {

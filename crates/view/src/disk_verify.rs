@@ -129,6 +129,13 @@ impl DiskView {
     ) -> Result<(), ViewError> {
         let indexes = checksum::checkpoint_indexes(applied, self.checkpoint_interval());
         let (sums, _) = self.scan_sums(ReadOptions::default(), indexes, applied)?;
+        self.store_sums_into(applied, &sums, batch);
+        Ok(())
+    }
+
+    /// Put the checksum and checkpoints of `sums` (summed for a view at `applied`) into
+    /// `batch` and install them in memory; the caller writes `batch` next.
+    pub(crate) fn store_sums_into(&self, applied: Index, sums: &ScanSums, batch: &mut WriteBatch) {
         let total = sums.total();
         let checkpoints: Vec<Checkpoint> = sums.checkpoints();
         let meta = self.meta_cf();
@@ -143,6 +150,5 @@ impl DiskView {
             checksum::encode_checkpoints(&checkpoints.iter().copied().collect()),
         );
         self.install_tally(applied, total, checkpoints);
-        Ok(())
     }
 }

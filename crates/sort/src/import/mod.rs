@@ -29,7 +29,7 @@ use futures::stream::{FuturesOrdered, StreamExt};
 
 use spindle_core::{Index, Partition, Transaction};
 use spindle_log::{FileLog, LogConfig, SyncMode};
-use spindle_view::disk_ingest::{disk_view_dir, IMPORT_MARKER_FILE};
+use spindle_view::disk_ingest::{disk_view_dir, IngestChecksum, IMPORT_MARKER_FILE};
 use spindle_view::{keys, DiskView};
 
 use crate::entries::{EntrySortOptions, EntrySorter, SortStats};
@@ -248,7 +248,7 @@ pub fn import(
     let table_dir = data.join("import-tables");
     std::fs::create_dir_all(&table_dir).map_err(io_at(&table_dir))?;
     progress.start(Phase::Tables, Some(report.records));
-    let tables = tables::write_tables(sorted, n, &table_dir, |done| {
+    let mut tables = tables::write_tables(sorted, n, report.last_index, &table_dir, |done| {
         progress.set(Phase::Tables, done)
     })?;
     progress.end(Phase::Tables);
@@ -270,23 +270,27 @@ pub fn import(
         progress.set(Phase::Ingest, i + 1);
         failpoint!("import::mid_ingest");
     }
-    // Every partition holds its data: now, and only now, the views claim the last index.
-    // Each view scans its own data once for its replica checksum: the views run on up to
-    // `threads` threads at once.
-    let per_thread = views.len().div_ceil(opts.threads.max(1)).max(1);
+    // Every partition holds its data: now, and only now, the views claim the last index,
+    // each with the checksum summed while its table files were written. The views write
+    // and flush on up to `threads` threads at once.
+    let mut jobs: Vec<(&DiskView, IngestChecksum)> = views
+        .iter()
+        .zip(std::mem::take(&mut tables.checksums))
+        .collect();
+    let per_thread = jobs.len().div_ceil(opts.threads.max(1)).max(1);
     let last_index = report.last_index;
     std::thread::scope(|s| {
-        let workers: Vec<_> = views
-            .chunks(per_thread)
-            .map(|chunk| {
-                s.spawn(move || -> Result<(), ImportError> {
-                    for view in chunk {
-                        view.finish_ingest(last_index)?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
+        let mut workers = Vec::new();
+        while !jobs.is_empty() {
+            let rest = jobs.split_off(per_thread.min(jobs.len()));
+            let chunk = std::mem::replace(&mut jobs, rest);
+            workers.push(s.spawn(move || -> Result<(), ImportError> {
+                for (view, sums) in chunk {
+                    view.finish_ingest_summed(last_index, sums)?;
+                }
+                Ok(())
+            }));
+        }
         // Join every worker before reporting the first error.
         let results: Vec<Result<(), ImportError>> = workers
             .into_iter()

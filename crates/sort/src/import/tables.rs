@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use rocksdb::SstFileWriter;
-use spindle_core::Partition;
+use spindle_core::{Index, Partition};
+use spindle_view::disk_ingest::IngestChecksum;
 use spindle_view::DiskView;
 
 use super::ImportError;
@@ -20,6 +21,8 @@ pub struct Tables {
     pub files: Vec<Vec<PathBuf>>,
     pub entries: Vec<u64>,
     pub bytes: u64,
+    /// Each partition's replica checksum, summed over the entries as they were written.
+    pub checksums: Vec<IngestChecksum>,
 }
 
 /// Which of `n` partitions a Disk View key belongs to.
@@ -39,13 +42,14 @@ const HANDOFF_ENTRIES: usize = 4096;
 /// Batches of entries in flight between them.
 const HANDOFF_BATCHES: usize = 8;
 
-/// Write every sorted entry into table files under `dir`, cut per partition of `n`.
-/// `progress` hears the entries written so far. The sorted entries are read (merged from
-/// the sort's runs) on this thread while another builds the table files, so the two
-/// overlap.
+/// Write every sorted entry into table files under `dir`, cut per partition of `n`, for
+/// views that will be at `applied`. `progress` hears the entries written so far. The sorted
+/// entries are read (merged from the sort's runs) and checksummed on this thread while
+/// another builds the table files, so the two overlap.
 pub fn write_tables<E>(
     sorted: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>), E>>,
     n: u64,
+    applied: Index,
     dir: &Path,
     mut progress: impl FnMut(u64),
 ) -> Result<Tables, ImportError>
@@ -64,9 +68,14 @@ where
         let mut read = 0u64;
         let mut batch = Vec::with_capacity(HANDOFF_ENTRIES);
         let mut failed = None;
+        let mut checksums: Vec<IngestChecksum> =
+            (0..n).map(|_| IngestChecksum::new(applied)).collect();
         for entry in sorted {
             match entry {
-                Ok(kv) => batch.push(kv),
+                Ok(kv) => {
+                    checksums[partition_of(&kv.0, n) as usize].add(&kv.0, &kv.1);
+                    batch.push(kv);
+                }
                 Err(e) => {
                     failed = Some(ImportError::from(e));
                     break;
@@ -90,7 +99,8 @@ where
         if let Some(e) = failed {
             return Err(e);
         }
-        let tables = built?;
+        let mut tables = built?;
+        tables.checksums = checksums;
         progress(read);
         Ok(tables)
     })
@@ -106,7 +116,7 @@ fn build_tables(
     let mut tables = Tables {
         files: vec![Vec::new(); n as usize],
         entries: vec![0; n as usize],
-        bytes: 0,
+        ..Tables::default()
     };
     let mut writer: Option<(u64, SstFileWriter<'_>, PathBuf)> = None;
     let mut last_key: Option<Vec<u8>> = None;
