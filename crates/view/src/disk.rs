@@ -455,8 +455,9 @@ impl DiskView {
         self.tally.lock().interval
     }
 
-    /// Install a checksum state computed by a scan (open, boot, import) once the batch
-    /// storing it is written.
+    /// Install a checksum state computed by a scan (open, boot, import) or summed by an
+    /// importer; the caller writes the batch storing it next (a failed write fails the
+    /// open, boot or import, and the next open loads what is stored).
     pub(crate) fn install_tally(
         &self,
         applied: Index,

@@ -108,15 +108,21 @@ impl DiskView {
     }
 
     /// `finish_ingest` with the checksum the importer summed while it wrote the ingested
-    /// files, instead of a scan of them. Sums made for another applied index or checkpoint
-    /// interval are not used: the view scans instead.
+    /// files, instead of a scan of them. The sums must count exactly the versions of the
+    /// ingested files, and the view must have held nothing else (a new view, as
+    /// `ingest_tables` requires). Sums made for another applied index or checkpoint
+    /// interval, or a view that had already claimed an applied index, are not used: the
+    /// view scans instead. Nothing reads the ingested files back here: `verify` does.
     pub fn finish_ingest_summed(
         &self,
         applied: Index,
         sums: IngestChecksum,
     ) -> Result<(), ViewError> {
         let mut batch = WriteBatch::default();
-        if sums.applied == applied && sums.interval == self.checkpoint_interval() {
+        if sums.applied == applied
+            && sums.interval == self.checkpoint_interval()
+            && self.applied_index().is_zero()
+        {
             self.store_sums_into(applied, &sums.sums, &mut batch);
         } else {
             self.rescan_into(applied, &mut batch)?;

@@ -1,7 +1,8 @@
 //! A view filled from table files takes the checksum its importer summed while writing them
 //! (`finish_ingest_summed`) instead of scanning them back: the result must equal the scan's
-//! (`finish_ingest`), sums made for another applied index must not be used, and sums that
-//! miss a version are stored as given and caught by `verify` (the scrub's job).
+//! (`finish_ingest`), sums made for another applied index or checkpoint interval must not be
+//! used, and sums that miss a version are stored as given and caught by `verify` (the
+//! scrub's job).
 
 use std::path::{Path, PathBuf};
 
@@ -82,15 +83,33 @@ fn summed_checksums_equal_a_scan_and_wrong_ones_are_caught() {
     });
     assert_eq!(summed, scanned, "summed while written equals a scan");
 
-    // Sums made for another applied index are not used: the view scans.
+    // Sums made for another applied index are not used: the view scans. (These miss a
+    // version too, so using them would show.)
     let stale = ingested(&dir.path().join("stale"), &entries, |v| {
         let mut sums = IngestChecksum::new(Index::new(2999));
-        for (k, v) in &entries {
+        for (k, v) in entries.iter().skip(1) {
             sums.add(k, v);
         }
         v.finish_ingest_summed(applied, sums).unwrap()
     });
     assert_eq!(stale, scanned);
+
+    // Nor are sums made for another checkpoint interval: a view checkpointing every 512
+    // indexes scans, and keeps its own checkpoints.
+    let other_interval = ingested(&dir.path().join("interval"), &entries, |v| {
+        v.set_checkpoint_interval(512);
+        v.finish_ingest_summed(applied, sums_of(1)).unwrap()
+    });
+    assert_eq!(other_interval.0, scanned.0, "the scan's checksum");
+    assert_eq!(
+        other_interval
+            .1
+            .iter()
+            .map(|c| c.index.get())
+            .collect::<Vec<_>>(),
+        [512, 1024, 1536, 2048, 2560]
+    );
+    assert!(other_interval.2);
 
     // Sums that miss a version are stored as given; the scrub finds the difference.
     let short = ingested(&dir.path().join("short"), &entries, |v| {

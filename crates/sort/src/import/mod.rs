@@ -273,10 +273,16 @@ pub fn import(
     // Every partition holds its data: now, and only now, the views claim the last index,
     // each with the checksum summed while its table files were written. The views write
     // and flush on up to `threads` threads at once.
-    let mut jobs: Vec<(&DiskView, IngestChecksum)> = views
-        .iter()
-        .zip(std::mem::take(&mut tables.checksums))
-        .collect();
+    let checksums = std::mem::take(&mut tables.checksums);
+    assert_eq!(checksums.len(), views.len(), "one checksum per partition");
+    for (i, sums) in checksums.iter().enumerate() {
+        assert_eq!(
+            sums.versions(),
+            tables.entries[i],
+            "partition {i}: every entry written was summed once"
+        );
+    }
+    let mut jobs: Vec<(&DiskView, IngestChecksum)> = views.iter().zip(checksums).collect();
     let per_thread = jobs.len().div_ceil(opts.threads.max(1)).max(1);
     let last_index = report.last_index;
     std::thread::scope(|s| {
