@@ -66,7 +66,7 @@ pub(crate) fn run(shared: Arc<Shared>, rx: Receiver<SyncMsg>) {
 
 /// Sync every segment the jobs touched, publish, answer. Jobs must come in the order they
 /// were written, after every earlier job has completed.
-pub(crate) fn complete(shared: &Shared, jobs: Vec<SyncJob>) {
+fn complete(shared: &Shared, jobs: Vec<SyncJob>) {
     let failure = settle(shared, &jobs);
     answer(jobs, failure);
 }

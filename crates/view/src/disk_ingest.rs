@@ -116,7 +116,7 @@ impl DiskView {
     pub fn finish_ingest_summed(
         &self,
         applied: Index,
-        sums: IngestChecksum,
+        sums: &IngestChecksum,
     ) -> Result<(), ViewError> {
         let mut batch = WriteBatch::default();
         if sums.applied == applied

@@ -79,7 +79,7 @@ fn summed_checksums_equal_a_scan_and_wrong_ones_are_caught() {
     assert_eq!(scanned.1.len(), 2, "checkpoints at 1024 and 2048");
 
     let summed = ingested(&dir.path().join("summed"), &entries, |v| {
-        v.finish_ingest_summed(applied, sums_of(0)).unwrap()
+        v.finish_ingest_summed(applied, &sums_of(0)).unwrap()
     });
     assert_eq!(summed, scanned, "summed while written equals a scan");
 
@@ -90,7 +90,7 @@ fn summed_checksums_equal_a_scan_and_wrong_ones_are_caught() {
         for (k, v) in entries.iter().skip(1) {
             sums.add(k, v);
         }
-        v.finish_ingest_summed(applied, sums).unwrap()
+        v.finish_ingest_summed(applied, &sums).unwrap()
     });
     assert_eq!(stale, scanned);
 
@@ -98,7 +98,7 @@ fn summed_checksums_equal_a_scan_and_wrong_ones_are_caught() {
     // indexes scans, and keeps its own checkpoints.
     let other_interval = ingested(&dir.path().join("interval"), &entries, |v| {
         v.set_checkpoint_interval(512);
-        v.finish_ingest_summed(applied, sums_of(1)).unwrap()
+        v.finish_ingest_summed(applied, &sums_of(1)).unwrap()
     });
     assert_eq!(other_interval.0, scanned.0, "the scan's checksum");
     assert_eq!(
@@ -113,7 +113,7 @@ fn summed_checksums_equal_a_scan_and_wrong_ones_are_caught() {
 
     // Sums that miss a version are stored as given; the scrub finds the difference.
     let short = ingested(&dir.path().join("short"), &entries, |v| {
-        v.finish_ingest_summed(applied, sums_of(1)).unwrap()
+        v.finish_ingest_summed(applied, &sums_of(1)).unwrap()
     });
     assert_ne!(short.0, scanned.0);
     assert!(!short.2, "verify catches a checksum that misses a version");

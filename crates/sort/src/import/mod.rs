@@ -29,7 +29,7 @@ use futures::stream::{FuturesOrdered, StreamExt};
 
 use spindle_core::{Index, Partition, Transaction};
 use spindle_log::{FileLog, LogConfig, SyncMode};
-use spindle_view::disk_ingest::{disk_view_dir, IngestChecksum, IMPORT_MARKER_FILE};
+use spindle_view::disk_ingest::{disk_view_dir, IMPORT_MARKER_FILE};
 use spindle_view::{keys, DiskView};
 
 use crate::entries::{EntrySortOptions, EntrySorter, SortStats};
@@ -248,7 +248,7 @@ pub fn import(
     let table_dir = data.join("import-tables");
     std::fs::create_dir_all(&table_dir).map_err(io_at(&table_dir))?;
     progress.start(Phase::Tables, Some(report.records));
-    let mut tables = tables::write_tables(sorted, n, report.last_index, &table_dir, |done| {
+    let tables = tables::write_tables(sorted, n, report.last_index, &table_dir, |done| {
         progress.set(Phase::Tables, done)
     })?;
     progress.end(Phase::Tables);
@@ -273,7 +273,7 @@ pub fn import(
     // Every partition holds its data: now, and only now, the views claim the last index,
     // each with the checksum summed while its table files were written. The views write
     // and flush on up to `threads` threads at once.
-    let checksums = std::mem::take(&mut tables.checksums);
+    let checksums = &tables.checksums;
     assert_eq!(checksums.len(), views.len(), "one checksum per partition");
     for (i, sums) in checksums.iter().enumerate() {
         assert_eq!(
@@ -282,21 +282,21 @@ pub fn import(
             "partition {i}: every entry written was summed once"
         );
     }
-    let mut jobs: Vec<(&DiskView, IngestChecksum)> = views.iter().zip(checksums).collect();
-    let per_thread = jobs.len().div_ceil(opts.threads.max(1)).max(1);
+    let per_thread = views.len().div_ceil(opts.threads.max(1)).max(1);
     let last_index = report.last_index;
     std::thread::scope(|s| {
-        let mut workers = Vec::new();
-        while !jobs.is_empty() {
-            let rest = jobs.split_off(per_thread.min(jobs.len()));
-            let chunk = std::mem::replace(&mut jobs, rest);
-            workers.push(s.spawn(move || -> Result<(), ImportError> {
-                for (view, sums) in chunk {
-                    view.finish_ingest_summed(last_index, sums)?;
-                }
-                Ok(())
-            }));
-        }
+        let workers: Vec<_> = views
+            .chunks(per_thread)
+            .zip(checksums.chunks(per_thread))
+            .map(|(views, sums)| {
+                s.spawn(move || -> Result<(), ImportError> {
+                    for (view, sums) in views.iter().zip(sums) {
+                        view.finish_ingest_summed(last_index, sums)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
         // Join every worker before reporting the first error.
         let results: Vec<Result<(), ImportError>> = workers
             .into_iter()
