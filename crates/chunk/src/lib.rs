@@ -32,3 +32,4 @@ pub use store::{ChunkStore, CompactionReport, CompactionTotals, OpenReport, Opti
 pub use verify::{
     verify_store, verify_store_in, HintStatus, VerifyReport, VolumeReport, VolumeStatus,
 };
+pub use volume::DIRECT_READ_BYTES_MIN;

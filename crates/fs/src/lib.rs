@@ -11,9 +11,10 @@
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub mod sim;
 
@@ -63,7 +64,31 @@ pub trait FsFile: Send + Sync + Debug {
     fn drop_cache(&self) -> io::Result<()> {
         Ok(())
     }
+    /// Read `buf.len()` bytes at `offset` only if the page cache holds them all, without
+    /// waiting for the disk: `Some(n)` as `read_at` would return, `None` if any would have to
+    /// come from the disk (or the file system cannot tell, the default).
+    fn read_at_if_cached(&self, _buf: &mut [u8], _offset: u64) -> io::Result<Option<usize>> {
+        Ok(None)
+    }
+    /// Read a record past the page cache: `head.len()` bytes at `offset` into `head`, then up
+    /// to `len` bytes after them into the returned vector, shorter only at the end of the file
+    /// (`head` is then only partly filled if the vector is empty). `StdFs` reads with
+    /// `O_DIRECT` where the file system allows it, so a large cold read is one transfer into
+    /// the caller's memory that neither fills nor evicts the cache; elsewhere, and by
+    /// default, a normal read.
+    fn read_uncached_at(&self, head: &mut [u8], len: usize, offset: u64) -> io::Result<Vec<u8>> {
+        let n = self.read_at(head, offset)?;
+        let mut body = Vec::new();
+        if n == head.len() {
+            self.read_append_at(&mut body, len, offset + n as u64)?;
+        }
+        Ok(body)
+    }
 }
+
+/// Alignment of `O_DIRECT` transfers: file offset, length and memory address (4 KiB covers
+/// devices with 512-byte and with 4 KiB logical blocks).
+pub const DIRECT_ALIGN: usize = 4096;
 
 /// A held directory lock; released when dropped.
 pub trait DirLock: Send + Sync + Debug {}
@@ -104,6 +129,75 @@ pub fn std_fs() -> Arc<dyn Fs> {
 #[derive(Debug)]
 struct StdFile {
     file: File,
+    /// The same file opened again with `O_DIRECT` (through `/proc/self/fd`, so it is the
+    /// same inode whatever became of the path), on the first uncached read; `None` where the
+    /// file system refuses `O_DIRECT` (tmpfs) or `/proc` is missing.
+    direct: OnceLock<Option<File>>,
+}
+
+impl StdFile {
+    fn new(file: File) -> Self {
+        StdFile {
+            file,
+            direct: OnceLock::new(),
+        }
+    }
+
+    fn direct(&self) -> Option<&File> {
+        self.direct
+            .get_or_init(|| {
+                OpenOptions::new()
+                    .read(true)
+                    .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+                    .open(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+                    .ok()
+            })
+            .as_ref()
+    }
+
+    /// `read_uncached_at` with `O_DIRECT`: the aligned span around the record is read into an
+    /// aligned part of a new vector, `head` copied out of it and the body moved to the
+    /// vector's start. `None` if the direct read could not be done (the caller reads
+    /// normally instead).
+    fn read_direct(
+        &self,
+        direct: &File,
+        head: &mut [u8],
+        len: usize,
+        offset: u64,
+    ) -> Option<Vec<u8>> {
+        let want = head.len() + len;
+        let start = offset - offset % DIRECT_ALIGN as u64;
+        let skip = (offset - start) as usize;
+        let span = (skip + want).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+        let mut buf = vec![0u8; span + DIRECT_ALIGN];
+        let pad = buf.as_ptr().align_offset(DIRECT_ALIGN);
+        let mut got = 0;
+        while got < skip + want {
+            if got % DIRECT_ALIGN != 0 {
+                // A short read that was not the end of the file: the next one would not be
+                // aligned.
+                return None;
+            }
+            match direct.read_at(&mut buf[pad + got..pad + span], start + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        let end = pad + got.clamp(skip, skip + want);
+        let body = pad + skip + head.len();
+        if end < body {
+            let h = end - (pad + skip);
+            head[..h].copy_from_slice(&buf[pad + skip..end]);
+            return Some(Vec::new());
+        }
+        head.copy_from_slice(&buf[pad + skip..body]);
+        buf.copy_within(body..end, 0);
+        buf.truncate(end - body);
+        Some(buf)
+    }
 }
 
 #[derive(Debug)]
@@ -183,6 +277,42 @@ impl FsFile for StdFile {
         rustix::fs::fadvise(&self.file, 0, None, rustix::fs::Advice::DontNeed).map_err(Into::into)
     }
 
+    /// `preadv2` with `RWF_NOWAIT`: the kernel answers `EAGAIN` instead of reading the disk.
+    fn read_at_if_cached(&self, buf: &mut [u8], offset: u64) -> io::Result<Option<usize>> {
+        let mut filled = 0;
+        while filled < buf.len() {
+            let mut slices = [io::IoSliceMut::new(&mut buf[filled..])];
+            match rustix::io::preadv2(
+                &self.file,
+                &mut slices,
+                offset + filled as u64,
+                rustix::io::ReadWriteFlags::NOWAIT,
+            ) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(rustix::io::Errno::INTR) => {}
+                // EAGAIN: not cached; EOPNOTSUPP/EINVAL: the kernel or file system cannot tell.
+                Err(_) => return Ok(None),
+            }
+        }
+        Ok(Some(filled))
+    }
+
+    fn read_uncached_at(&self, head: &mut [u8], len: usize, offset: u64) -> io::Result<Vec<u8>> {
+        if let Some(body) = self
+            .direct()
+            .and_then(|direct| self.read_direct(direct, head, len, offset))
+        {
+            return Ok(body);
+        }
+        let n = self.read_at(head, offset)?;
+        let mut body = Vec::new();
+        if n == head.len() {
+            self.read_append_at(&mut body, len, offset + n as u64)?;
+        }
+        Ok(body)
+    }
+
     fn sync_data(&self) -> io::Result<()> {
         self.file.sync_data()
     }
@@ -258,13 +388,11 @@ impl Fs for StdFs {
 
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
-        Ok(Arc::new(StdFile { file }))
+        Ok(Arc::new(StdFile::new(file)))
     }
 
     fn open_read(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
-        Ok(Arc::new(StdFile {
-            file: File::open(path)?,
-        }))
+        Ok(Arc::new(StdFile::new(File::open(path)?)))
     }
 
     fn create(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
@@ -274,7 +402,7 @@ impl Fs for StdFs {
             .create(true)
             .truncate(true)
             .open(path)?;
-        Ok(Arc::new(StdFile { file }))
+        Ok(Arc::new(StdFile::new(file)))
     }
 
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
