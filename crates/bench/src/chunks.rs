@@ -1,5 +1,8 @@
 //! `spindle bench chunks`: large immutable blobs put by concurrent writers, then read back in
-//! random order cold (pages dropped with posix_fadvise) and warm, then listed and reopened,
+//! random order three times: cold (pages dropped with posix_fadvise), again, and warm (the
+//! third read: Spindle reads a large uncached chunk past the page cache the first time and
+//! admits it at the second, so `get-again` is a second read from the disk for it and
+//! `get-warm` its first from the cache), then listed and reopened,
 //! through Spindle's chunk store and its peers in one run on the same machine:
 //!
 //! - `spindle`: `spindle_chunk::ChunkStore` with default options;
@@ -10,7 +13,7 @@
 //! - `device`: the limits: appends with one fdatasync per group of the size Spindle reached,
 //!   and random `O_DIRECT` reads of a file of the same size.
 //!
-//! A round is phase by phase (`put`, `get-cold`, `get-warm`, `keys`, `open`), each phase for
+//! A round is phase by phase (`put`, `get-cold`, `get-again`, `get-warm`, `keys`, `open`), each phase for
 //! every system in turn, so that the systems meet the machine's noise at about the same time;
 //! `--rounds` repeats it with fresh stores and the systems' order rotated each round, and the
 //! targets are judged on the median of the per-round ratios. `device` syncs at the group
@@ -232,7 +235,7 @@ fn verdicts(rounds: &[Vec<Row>]) -> Vec<Summary> {
     .collect()
 }
 
-const PHASES: [&str; 5] = ["put", "get-cold", "get-warm", "keys", "open"];
+const PHASES: [&str; 6] = ["put", "get-cold", "get-again", "get-warm", "keys", "open"];
 
 /// One system under measurement, driven one phase at a time.
 trait System {
@@ -291,26 +294,6 @@ fn shuffled(n: usize, seed: u64) -> Vec<usize> {
         v.swap(i, (x % (i as u64 + 1)) as usize);
     }
     v
-}
-
-/// A read phase: `get-cold` reads every chunk once; `get-warm` reads every chunk once
-/// untimed, then times a second pass, so each chunk has been read at least twice before the
-/// pass that is measured (Spindle admits a large chunk to the page cache at its second read
-/// lately, not its first: `spindle_chunk` `RecentlyUncached`; for the peers the extra pass
-/// changes nothing, their first read cached it).
-fn read_phase<F>(
-    phase: &str,
-    threads: usize,
-    items: &[usize],
-    f: F,
-) -> anyhow::Result<(f64, Histogram<u64>)>
-where
-    F: Fn(usize, usize) -> anyhow::Result<()> + Sync,
-{
-    if phase == "get-warm" {
-        parallel(threads, items, &f)?;
-    }
-    parallel(threads, items, &f)
 }
 
 /// Run `f(thread, item)` for every item of `items` on `threads` threads; wall seconds and a
@@ -456,12 +439,12 @@ impl System for Spindle {
                 eprintln!("spindle: {n} puts in {syncs} syncs");
                 row(name, phase, n, size, secs, &h)
             }
-            "get-cold" | "get-warm" => {
+            "get-cold" | "get-again" | "get-warm" => {
                 if phase == "get-cold" {
                     store.drop_page_cache()?;
                 }
                 let ids = &self.ids;
-                let (secs, h) = read_phase(phase, args.writers, order, |_, i| {
+                let (secs, h) = parallel(args.writers, order, |_, i| {
                     let got = store
                         .get_with(&ids[i], args.verify)?
                         .context("chunk missing")?;
@@ -551,14 +534,14 @@ impl System for Files {
                 self.ids = ids;
                 row(name, phase, n, size, secs, &h)
             }
-            "get-cold" | "get-warm" => {
+            "get-cold" | "get-again" | "get-warm" => {
                 if phase == "get-cold" {
                     for id in &self.ids {
                         drop_file_cache(&file_path(dir, id))?;
                     }
                 }
                 let ids = &self.ids;
-                let (secs, h) = read_phase(phase, args.writers, order, |_, i| {
+                let (secs, h) = parallel(args.writers, order, |_, i| {
                     let got = fs::read(file_path(dir, &ids[i]))?;
                     check(args.verify, &ids[i], &got, size)
                 })?;
@@ -649,7 +632,7 @@ impl System for Sqlite {
                 self.ids = ids;
                 row(name, phase, n, size, secs, &h)
             }
-            "get-cold" | "get-warm" => {
+            "get-cold" | "get-again" | "get-warm" => {
                 if phase == "get-cold" {
                     for suffix in ["", "-wal"] {
                         let p = PathBuf::from(format!("{}{suffix}", self.path.display()));
@@ -659,7 +642,7 @@ impl System for Sqlite {
                     }
                 }
                 let ids = &self.ids;
-                let (secs, h) = read_phase(phase, args.writers, order, |t, i| {
+                let (secs, h) = parallel(args.writers, order, |t, i| {
                     let c = conns[t].lock().expect("connection lock");
                     let got: Vec<u8> = c.query_row(
                         "SELECT data FROM chunks WHERE id = ?1",

@@ -27,6 +27,9 @@ pub const DIRECT_READ_BYTES_MIN: u64 = 64 << 10;
 /// Slots of a volume's `RecentlyUncached` table.
 const RECENT_SLOTS: usize = 1024;
 
+/// The page size the cache probe assumes (a page of 4 KiB wholly inside a large chunk's data).
+const PAGE_BYTES: u64 = 4096;
+
 /// Which large chunks of a volume were lately read past the page cache: a direct-mapped
 /// table of id fingerprints (an id is a BLAKE3 hash, so its first 8 bytes are uniform). A
 /// chunk read a second time while its fingerprint is still here is read through the cache
@@ -139,14 +142,19 @@ impl VolumeFile {
     }
 
     /// The record of `id` at `offset`: its header into `header`, then up to `len` data bytes
-    /// (fewer only where the volume ends). A large record whose header is not in the page
-    /// cache, read for the first time lately (`RecentlyUncached`), is read past the cache
-    /// (`FsFile::read_uncached_at`, `O_DIRECT`): one transfer of the whole record, about
-    /// twice as fast as a cold read through the cache on the machine measured
-    /// (docs/benchmarks/chunks.md), which fills no page-cache pages and so evicts nobody's
-    /// (the Disk Views' RocksDB blocks share the cache). Otherwise the data is read first,
-    /// straight into the returned vector's uninitialised capacity, then the header, whose
-    /// page that read has just brought in.
+    /// (fewer only where the volume ends).
+    ///
+    /// A large record (`DIRECT_READ_BYTES_MIN`) whose pages are not cached, read for the first
+    /// time lately (`RecentlyUncached`), is read past the cache (`FsFile::read_uncached_at`,
+    /// `O_DIRECT`): one transfer of the whole record into memory of our own, with no
+    /// page-cache page to allocate, fill and copy out of and none evicted for it (the Disk
+    /// Views' RocksDB blocks share the cache); a chunk read again is read through the cache,
+    /// which then keeps it. Whether it is cached is asked of a page wholly inside its data
+    /// (the header's page may be the end of the record before, read through the cache). A
+    /// file system that cannot tell reads through the cache, as before this existed.
+    ///
+    /// Through the cache, the data is read first, straight into the returned vector's
+    /// uninitialised capacity, then the header, whose page that read has just brought in.
     fn read_record(
         &self,
         id: &ChunkId,
@@ -156,8 +164,14 @@ impl VolumeFile {
     ) -> Result<Vec<u8>> {
         let io = |e| ChunkError::io("read volume", &self.path, e);
         if u64::from(len) >= DIRECT_READ_BYTES_MIN {
-            let cached = self.file.read_at_if_cached(header, offset).map_err(io)?;
-            if cached != Some(header.len()) && !self.recent.seen_again(id) {
+            // Within the data: the data is at least 64 KiB long.
+            let probe_at = (offset + RECORD_HEADER_LEN).next_multiple_of(PAGE_BYTES);
+            let cached = match self.file.read_at_if_cached(&mut [0u8; 1], probe_at) {
+                Ok(n) => n == Some(1),
+                Err(e) if e.kind() == std::io::ErrorKind::Unsupported => true,
+                Err(e) => return Err(io(e)),
+            };
+            if !cached && !self.recent.seen_again(id) {
                 return self
                     .file
                     .read_uncached_at(header, len as usize, offset)

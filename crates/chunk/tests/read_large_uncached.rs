@@ -37,8 +37,9 @@ fn store_with_chunks(dir: &std::path::Path) -> (ChunkStore, Vec<(ChunkId, Vec<u8
 
 #[test]
 fn cold_then_admitted_then_cached_reads_return_the_stored_bytes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let (store, chunks) = store_with_chunks(dir.path());
+    let direct_before = spindle_fs::direct_reads();
     for round in 0..2 {
         store.drop_page_cache().unwrap();
         // First read: uncached (direct) for the large ones; second: admitted through the
@@ -55,6 +56,26 @@ fn cold_then_admitted_then_cached_reads_return_the_stored_bytes() {
                 }
             }
         }
+    }
+    // Four large chunks, read first after each of two drops: eight direct reads at least (the
+    // other test of this file may add its own) where the file system takes O_DIRECT.
+    let direct = spindle_fs::direct_reads() - direct_before;
+    let volume = common::volumes(dir.path()).remove(0);
+    let direct_io_works = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+            .open(&volume)
+            .is_ok()
+    };
+    if direct_io_works {
+        assert!(direct >= 8, "{direct} direct reads");
+    } else {
+        eprintln!(
+            "no O_DIRECT for {}: only reads through the cache ran",
+            volume.display()
+        );
     }
 }
 
@@ -79,7 +100,7 @@ fn a_flipped_byte_is_corrupt_on_the_uncached_and_the_admitting_read() {
         data + SIZES[big] as u64 - 1,
         record + 3,
     ] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let (store, chunks) = store_with_chunks(dir.path());
         store.close().unwrap();
         let path = common::volumes(dir.path()).remove(0);

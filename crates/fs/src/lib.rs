@@ -66,9 +66,10 @@ pub trait FsFile: Send + Sync + Debug {
     }
     /// Read `buf.len()` bytes at `offset` only if the page cache holds them all, without
     /// waiting for the disk: `Some(n)` as `read_at` would return, `None` if any would have to
-    /// come from the disk (or the file system cannot tell, the default).
+    /// come from the disk, an error of kind `Unsupported` if the file system cannot tell (the
+    /// default).
     fn read_at_if_cached(&self, _buf: &mut [u8], _offset: u64) -> io::Result<Option<usize>> {
-        Ok(None)
+        Err(io::ErrorKind::Unsupported.into())
     }
     /// Read a record past the page cache: `head.len()` bytes at `offset` into `head`, then up
     /// to `len` bytes after them into the returned vector, shorter only at the end of the file
@@ -86,9 +87,19 @@ pub trait FsFile: Send + Sync + Debug {
     }
 }
 
-/// Alignment of `O_DIRECT` transfers: file offset, length and memory address (4 KiB covers
-/// devices with 512-byte and with 4 KiB logical blocks).
-pub const DIRECT_ALIGN: usize = 4096;
+/// The least alignment of `O_DIRECT` transfers (file offset, length and memory address): 4 KiB
+/// covers devices with 512-byte and with 4 KiB logical blocks; a file system that asks for
+/// more (`statx` `STATX_DIOALIGN`) gets what it asks.
+pub const DIRECT_ALIGN_BYTES_MIN: usize = 4096;
+
+/// Reads this process has done with `O_DIRECT` (`FsFile::read_uncached_at` of `StdFs`); tests
+/// use it to tell that the direct path ran rather than its fallback.
+static DIRECT_READS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Reads this process has done with `O_DIRECT`.
+pub fn direct_reads() -> u64 {
+    DIRECT_READS.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// A held directory lock; released when dropped.
 pub trait DirLock: Send + Sync + Debug {}
@@ -131,8 +142,16 @@ struct StdFile {
     file: File,
     /// The same file opened again with `O_DIRECT` (through `/proc/self/fd`, so it is the
     /// same inode whatever became of the path), on the first uncached read; `None` where the
-    /// file system refuses `O_DIRECT` (tmpfs) or `/proc` is missing.
-    direct: OnceLock<Option<File>>,
+    /// file system refuses `O_DIRECT` (tmpfs before Linux 6.6, for one).
+    direct: OnceLock<Option<Direct>>,
+    /// A direct read was refused (`EINVAL`): later uncached reads go through the cache.
+    direct_refused: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Debug)]
+struct Direct {
+    file: File,
+    align: usize,
 }
 
 impl StdFile {
@@ -140,19 +159,36 @@ impl StdFile {
         StdFile {
             file,
             direct: OnceLock::new(),
+            direct_refused: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    fn direct(&self) -> Option<&File> {
-        self.direct
-            .get_or_init(|| {
-                OpenOptions::new()
-                    .read(true)
-                    .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-                    .open(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
-                    .ok()
-            })
-            .as_ref()
+    fn direct(&self) -> Option<&Direct> {
+        use std::sync::atomic::Ordering;
+        if self.direct_refused.load(Ordering::Relaxed) {
+            return None;
+        }
+        if let Some(d) = self.direct.get() {
+            return d.as_ref();
+        }
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+            .open(format!("/proc/self/fd/{}", self.file.as_raw_fd()));
+        match opened {
+            Ok(file) => {
+                let _ = self
+                    .direct
+                    .set(direct_alignment(&file).map(|align| Direct { file, align }));
+            }
+            // The file system refuses O_DIRECT: for good.
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
+                let _ = self.direct.set(None);
+            }
+            // Too many open files, no /proc …: perhaps not next time.
+            Err(_) => return None,
+        }
+        self.direct.get().and_then(Option::as_ref)
     }
 
     /// `read_uncached_at` with `O_DIRECT`: the aligned span around the record is read into an
@@ -161,31 +197,42 @@ impl StdFile {
     /// normally instead).
     fn read_direct(
         &self,
-        direct: &File,
+        direct: &Direct,
         head: &mut [u8],
         len: usize,
         offset: u64,
     ) -> Option<Vec<u8>> {
+        let align = direct.align;
         let want = head.len() + len;
-        let start = offset - offset % DIRECT_ALIGN as u64;
+        let start = offset - offset % align as u64;
         let skip = (offset - start) as usize;
-        let span = (skip + want).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-        let mut buf = vec![0u8; span + DIRECT_ALIGN];
-        let pad = buf.as_ptr().align_offset(DIRECT_ALIGN);
+        let span = (skip + want).div_ceil(align) * align;
+        let mut buf = vec![0u8; span + align];
+        let pad = buf.as_ptr().align_offset(align);
         let mut got = 0;
         while got < skip + want {
-            if got % DIRECT_ALIGN != 0 {
+            if got % align != 0 {
                 // A short read that was not the end of the file: the next one would not be
                 // aligned.
                 return None;
             }
-            match direct.read_at(&mut buf[pad + got..pad + span], start + got as u64) {
+            match direct
+                .file
+                .read_at(&mut buf[pad + got..pad + span], start + got as u64)
+            {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return None,
+                Err(e) => {
+                    if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) {
+                        self.direct_refused
+                            .store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    return None;
+                }
             }
         }
+        DIRECT_READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let end = pad + got.clamp(skip, skip + want);
         let body = pad + skip + head.len();
         if end < body {
@@ -197,6 +244,22 @@ impl StdFile {
         buf.copy_within(body..end, 0);
         buf.truncate(end - body);
         Some(buf)
+    }
+}
+
+/// The alignment `O_DIRECT` transfers of `file` need: what `statx` reports (Linux 6.1+), at
+/// least `DIRECT_ALIGN_BYTES_MIN`; `None` if it reports that the file takes no direct I/O.
+fn direct_alignment(file: &File) -> Option<usize> {
+    use rustix::fs::{AtFlags, StatxFlags};
+    match rustix::fs::statx(file, "", AtFlags::EMPTY_PATH, StatxFlags::DIOALIGN) {
+        Ok(st) if StatxFlags::from_bits_retain(st.stx_mask).contains(StatxFlags::DIOALIGN) => {
+            if st.stx_dio_offset_align == 0 {
+                return None;
+            }
+            let asked = st.stx_dio_offset_align.max(st.stx_dio_mem_align) as usize;
+            Some(asked.max(DIRECT_ALIGN_BYTES_MIN).next_power_of_two())
+        }
+        _ => Some(DIRECT_ALIGN_BYTES_MIN),
     }
 }
 
@@ -291,8 +354,12 @@ impl FsFile for StdFile {
                 Ok(0) => break,
                 Ok(n) => filled += n,
                 Err(rustix::io::Errno::INTR) => {}
-                // EAGAIN: not cached; EOPNOTSUPP/EINVAL: the kernel or file system cannot tell.
-                Err(_) => return Ok(None),
+                Err(rustix::io::Errno::AGAIN) => return Ok(None),
+                // The kernel or the file system cannot tell.
+                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::INVAL) => {
+                    return Err(io::ErrorKind::Unsupported.into())
+                }
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(Some(filled))
