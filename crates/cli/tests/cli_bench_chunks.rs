@@ -29,6 +29,16 @@ fn bench_chunks_rotates_rounds_and_prints_summaries() {
                 .collect();
             assert_eq!(systems, rotated, "round {round}, {phase}");
         }
+        // Three read passes for the stores, one for the device.
+        for phase in ["get-again", "get-warm"] {
+            let systems: Vec<&str> = rows
+                .iter()
+                .filter(|r| r["round"] == round && r["phase"] == phase)
+                .map(|r| r["system"].as_str().unwrap())
+                .collect();
+            let stores: Vec<&str> = rotated.iter().copied().filter(|s| *s != "device").collect();
+            assert_eq!(systems, stores, "round {round}, {phase}");
+        }
         // Fresh stores every round: every system put all 24 chunks again.
         let puts = rows
             .iter()
