@@ -108,6 +108,38 @@ enum Scenario {
     Cluster(bench_cluster::Args),
 }
 
+/// The most open files asked for when the hard limit is unlimited (Linux's default
+/// `fs.nr_open`).
+const OPEN_FILES_MAX: u64 = 1 << 20;
+
+/// Raise the soft limit on open files to the hard limit. A node holds a descriptor per
+/// RocksDB table file, up to two per chunk volume (`docs/chunk-format.md`, "Reads"), one per
+/// log segment and one per connection, and the usual soft limit of 1,024 is far below what a
+/// large store needs, while the hard limit (which only root can raise) usually is not.
+fn raise_open_files_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let wanted = limit.maximum.unwrap_or(OPEN_FILES_MAX);
+    if limit.current.is_some_and(|current| current >= wanted) {
+        return;
+    }
+    let raised = Rlimit {
+        current: Some(wanted),
+        maximum: limit.maximum,
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => {
+            tracing::debug!(from = ?limit.current, to = wanted, "raised the open-files limit")
+        }
+        Err(e) => tracing::warn!(
+            soft = ?limit.current,
+            hard = ?limit.maximum,
+            error = %e,
+            "could not raise the open-files limit; a large store may run out of file descriptors"
+        ),
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -119,6 +151,7 @@ fn main() -> ExitCode {
     // Fault injection for tests (`FAILPOINTS`), only in builds with the feature.
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
+    raise_open_files_limit();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench { scenario } => match scenario {
