@@ -27,15 +27,12 @@ pub const DIRECT_READ_BYTES_MIN: u64 = 64 << 10;
 /// Slots of a volume's `RecentlyUncached` table.
 const RECENT_SLOTS: usize = 1024;
 
-/// The page size the cache probe assumes (a page of 4 KiB wholly inside a large chunk's data).
-const PAGE_BYTES: u64 = 4096;
-
 /// Which large chunks of a volume were lately read past the page cache: a direct-mapped
 /// table of id fingerprints (an id is a BLAKE3 hash, so its first 8 bytes are uniform). A
 /// chunk read a second time while its fingerprint is still here is read through the cache
 /// and so admitted to it: a chunk read once (a scan, a backup, a cold miss) costs the cache
-/// nothing, a chunk read again stays cached as long as the kernel keeps it. A collision only
-/// makes a chunk wait for one more read to be admitted.
+/// one page (the probe's, `read_record`), a chunk read again stays cached as long as the
+/// kernel keeps it. A collision only makes a chunk wait for one more read to be admitted.
 #[derive(Debug)]
 struct RecentlyUncached {
     slots: Box<[AtomicU64]>,
@@ -147,11 +144,15 @@ impl VolumeFile {
     /// A large record (`DIRECT_READ_BYTES_MIN`) whose pages are not cached, read for the first
     /// time lately (`RecentlyUncached`), is read past the cache (`FsFile::read_uncached_at`,
     /// `O_DIRECT`): one transfer of the whole record into memory of our own, with no
-    /// page-cache page to allocate, fill and copy out of and none evicted for it (the Disk
-    /// Views' RocksDB blocks share the cache); a chunk read again is read through the cache,
-    /// which then keeps it. Whether it is cached is asked of a page wholly inside its data
-    /// (the header's page may be the end of the record before, read through the cache). A
-    /// file system that cannot tell reads through the cache, as before this existed.
+    /// page-cache page to allocate, fill and copy out of for it (the Disk Views' RocksDB
+    /// blocks share the cache); a chunk read again is read through the cache, which then
+    /// keeps it. Whether it is cached is asked of a page wholly inside its data (the header's
+    /// page may be the end of the record before, read through the cache) with
+    /// `RWF_NOWAIT`, which on a miss still starts a read of that one page (measured: the
+    /// next probe finds it): so a chunk read once leaves one page in the cache, and its
+    /// next read finds it and goes through the cache even if its `RecentlyUncached` slot was
+    /// taken meanwhile. A file system that cannot tell reads through the cache, as before
+    /// this existed.
     ///
     /// Through the cache, the data is read first, straight into the returned vector's
     /// uninitialised capacity, then the header, whose page that read has just brought in.
@@ -164,8 +165,12 @@ impl VolumeFile {
     ) -> Result<Vec<u8>> {
         let io = |e| ChunkError::io("read volume", &self.path, e);
         if u64::from(len) >= DIRECT_READ_BYTES_MIN {
-            // Within the data: the data is at least 64 KiB long.
-            let probe_at = (offset + RECORD_HEADER_LEN).next_multiple_of(PAGE_BYTES);
+            // A page wholly within the data (at least 64 KiB long; on a machine with larger
+            // pages the probe may share the header's page, and then only decides less well).
+            let page = spindle_fs::page_size() as u64;
+            let probe_at = (offset + RECORD_HEADER_LEN)
+                .next_multiple_of(page)
+                .min(offset + RECORD_HEADER_LEN + u64::from(len) - 1);
             let cached = match self.file.read_at_if_cached(&mut [0u8; 1], probe_at) {
                 Ok(n) => n == Some(1),
                 Err(e) if e.kind() == std::io::ErrorKind::Unsupported => true,

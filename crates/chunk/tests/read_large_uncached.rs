@@ -1,16 +1,10 @@
 //! Large chunks whose pages are not cached are read past the page cache (`O_DIRECT`) the
-//! first time and through it the second time (admitted), and every way gives the stored bytes
-//! or `Corrupt`: chunks at and around the size where reads switch, at record offsets that are
-//! not aligned, a flipped byte at the start, the end and an alignment boundary of the data.
+//! first time and through it afterwards (admitted), and every way gives the stored bytes:
+//! chunks at and around the size where reads switch, at record offsets that are not aligned.
 
 mod common;
 
-use std::os::unix::fs::FileExt;
-
-use spindle_chunk::{
-    ChunkError, ChunkId, ChunkStore, Options, DIRECT_READ_BYTES_MIN, RECORD_HEADER_LEN,
-    VOLUME_HEADER_LEN,
-};
+use spindle_chunk::{ChunkId, ChunkStore, Options, DIRECT_READ_BYTES_MIN};
 
 const SIZES: [usize; 5] = [
     DIRECT_READ_BYTES_MIN as usize - 1,
@@ -57,87 +51,21 @@ fn cold_then_admitted_then_cached_reads_return_the_stored_bytes() {
             }
         }
     }
-    // Four large chunks, read first after each of two drops: eight direct reads at least (the
-    // other test of this file may add its own) where the file system takes O_DIRECT.
+    // Four large chunks, each read directly once in the first round. In the second, after the
+    // drop, a chunk whose second read found the probed page already cached (the probe's miss
+    // reads that page in) kept its slot and is admitted at once; one whose second read came
+    // before that page arrived was admitted by the table, which forgot it, and is read
+    // directly again. So 4 to 8. (The counter is the process's: this is the only test in
+    // this file.)
     let direct = spindle_fs::direct_reads() - direct_before;
     let volume = common::volumes(dir.path()).remove(0);
-    let direct_io_works = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-            .open(&volume)
-            .is_ok()
-    };
+    let direct_io_works = spindle_fs::direct_alignment_of(&volume).is_some();
     if direct_io_works {
-        assert!(direct >= 8, "{direct} direct reads");
+        assert!((4..=8).contains(&direct), "{direct} direct reads");
     } else {
         eprintln!(
             "no O_DIRECT for {}: only reads through the cache ran",
             volume.display()
         );
-    }
-}
-
-#[test]
-fn a_flipped_byte_is_corrupt_on_the_uncached_and_the_admitting_read() {
-    let big = SIZES.len() - 1;
-    // Record offsets: each record follows the one before.
-    let record_of = |i: usize| {
-        VOLUME_HEADER_LEN
-            + SIZES[..i]
-                .iter()
-                .map(|&l| RECORD_HEADER_LEN + l as u64)
-                .sum::<u64>()
-    };
-    let record = record_of(big);
-    let data = record + RECORD_HEADER_LEN;
-    let boundary = data.next_multiple_of(4096) + 4096;
-    for at in [
-        data,
-        boundary - 1,
-        boundary,
-        data + SIZES[big] as u64 - 1,
-        record + 3,
-    ] {
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let (store, chunks) = store_with_chunks(dir.path());
-        store.close().unwrap();
-        let path = common::volumes(dir.path()).remove(0);
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        let mut b = [0u8];
-        f.read_exact_at(&mut b, at).unwrap();
-        f.write_all_at(&[b[0] ^ 0x04], at).unwrap();
-        f.sync_all().unwrap();
-        drop(f);
-        let store = ChunkStore::open(dir.path(), Options::default()).unwrap();
-        store.drop_page_cache().unwrap();
-        for verify in [true, false] {
-            // Twice: the first read is uncached, the second admits.
-            for pass in 0..2 {
-                match store.get_with(&chunks[big].0, verify) {
-                    Err(ChunkError::Corrupt { volume, offset, .. }) => {
-                        assert_eq!(
-                            (volume, offset),
-                            (path.clone(), record),
-                            "byte {at} pass {pass}"
-                        );
-                    }
-                    other => panic!(
-                        "byte {at} pass {pass} verify {verify}: expected Corrupt, got {:?}",
-                        other.map(|o| o.map(|b| b.len()))
-                    ),
-                }
-            }
-            store.drop_page_cache().unwrap();
-        }
-        // The neighbours are intact.
-        for (id, bytes) in &chunks[..big] {
-            assert!(store.get(id).unwrap().unwrap() == *bytes);
-        }
     }
 }

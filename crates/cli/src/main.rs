@@ -108,18 +108,22 @@ enum Scenario {
     Cluster(bench_cluster::Args),
 }
 
-/// The most open files asked for when the hard limit is unlimited (Linux's default
-/// `fs.nr_open`).
+/// The most open files the soft limit is raised to (Linux's default `fs.nr_open`): a hard
+/// limit set to "infinity" by a service manager can be about 10^9, which every child process
+/// would inherit.
 const OPEN_FILES_MAX: u64 = 1 << 20;
 
-/// Raise the soft limit on open files to the hard limit. A node holds a descriptor per
+/// Raise the soft limit on open files to the hard limit (at most `OPEN_FILES_MAX`). A node
+/// holds a descriptor per
 /// RocksDB table file, up to two per chunk volume (`docs/chunk-format.md`, "Reads"), one per
 /// log segment and one per connection, and the usual soft limit of 1,024 is far below what a
 /// large store needs, while the hard limit (which only root can raise) usually is not.
 fn raise_open_files_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let limit = getrlimit(Resource::Nofile);
-    let wanted = limit.maximum.unwrap_or(OPEN_FILES_MAX);
+    let wanted = limit
+        .maximum
+        .map_or(OPEN_FILES_MAX, |hard| hard.min(OPEN_FILES_MAX));
     if limit.current.is_some_and(|current| current >= wanted) {
         return;
     }

@@ -75,7 +75,7 @@ pub trait FsFile: Send + Sync + Debug {
     /// to `len` bytes after them into the returned vector, shorter only at the end of the file
     /// (`head` is then only partly filled if the vector is empty). `StdFs` reads with
     /// `O_DIRECT` where the file system allows it, so a large cold read is one transfer into
-    /// the caller's memory that neither fills nor evicts the cache; elsewhere, and by
+    /// the caller's memory that fills no page of the cache; elsewhere, and by
     /// default, a normal read.
     fn read_uncached_at(&self, head: &mut [u8], len: usize, offset: u64) -> io::Result<Vec<u8>> {
         let n = self.read_at(head, offset)?;
@@ -95,6 +95,23 @@ pub const DIRECT_ALIGN_BYTES_MIN: usize = 4096;
 /// Reads this process has done with `O_DIRECT` (`FsFile::read_uncached_at` of `StdFs`); tests
 /// use it to tell that the direct path ran rather than its fallback.
 static DIRECT_READS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The alignment uncached reads of the file at `path` would use, `None` if they would go
+/// through the cache (the file system refuses `O_DIRECT` or reports no direct I/O for the
+/// file): the same decision `FsFile::read_uncached_at` makes, for tests and tools.
+pub fn direct_alignment_of(path: &Path) -> Option<usize> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+        .open(path)
+        .ok()?;
+    direct_alignment(&file)
+}
+
+/// The size of a memory page (the unit the page cache holds).
+pub fn page_size() -> usize {
+    rustix::param::page_size()
+}
 
 /// Reads this process has done with `O_DIRECT`.
 pub fn direct_reads() -> u64 {
