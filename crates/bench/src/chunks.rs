@@ -13,8 +13,8 @@
 //! - `device`: the limits: appends with one fdatasync per group of the size Spindle reached,
 //!   and random `O_DIRECT` reads of a file of the same size.
 //!
-//! A round is phase by phase (`put`, `get-cold`, `get-again`, `get-warm`, `keys`, `open`), each phase for
-//! every system in turn, so that the systems meet the machine's noise at about the same time;
+//! A round is phase by phase (`put`, `get-cold`, `get-again`, `get-warm`, `keys`, `open`),
+//! each phase for every system in turn, so that the systems meet the machine's noise at about the same time;
 //! `--rounds` repeats it with fresh stores and the systems' order rotated each round, and the
 //! targets are judged on the median of the per-round ratios. `device` syncs at the group
 //! size Spindle reached in the same round, or, when it puts before Spindle, in the round

@@ -9,6 +9,7 @@
 
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use spindle_fs::{Fs, FsFile};
@@ -18,7 +19,6 @@ use crate::format::{
     self, HintEntry, RecordHeader, RecordKind, RECORD_HEADER_LEN, VOLUME_HEADER_LEN,
 };
 use crate::id::ChunkId;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Chunks of at least this many bytes whose pages are not cached are read with `O_DIRECT`
 /// the first time (`VolumeFile::read_record`); smaller ones always through the page cache.

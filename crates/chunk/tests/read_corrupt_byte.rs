@@ -21,16 +21,7 @@ fn flip_and_read(byte_in_record: u64) {
     // The second record starts right after the first.
     let record = VOLUME_HEADER_LEN + RECORD_HEADER_LEN + 2000;
     let path = common::volumes(dir.path()).remove(0);
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
-    let mut b = [0u8];
-    f.read_exact_at(&mut b, record + byte_in_record).unwrap();
-    f.write_all_at(&[b[0] ^ 0x10], record + byte_in_record)
-        .unwrap();
-    drop(f);
+    common::flip_byte(&path, record + byte_in_record, 0x10);
 
     let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
     assert_eq!(

@@ -4,35 +4,10 @@
 
 mod common;
 
-use spindle_chunk::{ChunkId, ChunkStore, Options, DIRECT_READ_BYTES_MIN};
-
-const SIZES: [usize; 5] = [
-    DIRECT_READ_BYTES_MIN as usize - 1,
-    DIRECT_READ_BYTES_MIN as usize,
-    DIRECT_READ_BYTES_MIN as usize + 4096,
-    (1 << 20) + 7,
-    3 << 20,
-];
-
-/// Put one chunk of each size (so records start at unaligned offsets), close, reopen.
-fn store_with_chunks(dir: &std::path::Path) -> (ChunkStore, Vec<(ChunkId, Vec<u8>)>) {
-    let store = ChunkStore::open(dir, Options::default()).unwrap();
-    let chunks: Vec<(ChunkId, Vec<u8>)> = SIZES
-        .iter()
-        .enumerate()
-        .map(|(i, &len)| {
-            let bytes = common::chunk(i as u64 + 1, len);
-            (store.put(&bytes).unwrap(), bytes)
-        })
-        .collect();
-    store.close().unwrap();
-    (ChunkStore::open(dir, Options::default()).unwrap(), chunks)
-}
-
 #[test]
 fn cold_then_admitted_then_cached_reads_return_the_stored_bytes() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let (store, chunks) = store_with_chunks(dir.path());
+    let (store, chunks) = common::store_with_large_chunks(dir.path());
     let direct_before = spindle_fs::direct_reads();
     for round in 0..2 {
         store.drop_page_cache().unwrap();

@@ -4,43 +4,15 @@
 
 mod common;
 
-use std::os::unix::fs::FileExt;
-
-use spindle_chunk::{
-    ChunkError, ChunkId, ChunkStore, Options, DIRECT_READ_BYTES_MIN, RECORD_HEADER_LEN,
-    VOLUME_HEADER_LEN,
-};
-
-const SIZES: [usize; 5] = [
-    DIRECT_READ_BYTES_MIN as usize - 1,
-    DIRECT_READ_BYTES_MIN as usize,
-    DIRECT_READ_BYTES_MIN as usize + 4096,
-    (1 << 20) + 7,
-    3 << 20,
-];
-
-/// Put one chunk of each size (so records start at unaligned offsets), close, reopen.
-fn store_with_chunks(dir: &std::path::Path) -> (ChunkStore, Vec<(ChunkId, Vec<u8>)>) {
-    let store = ChunkStore::open(dir, Options::default()).unwrap();
-    let chunks: Vec<(ChunkId, Vec<u8>)> = SIZES
-        .iter()
-        .enumerate()
-        .map(|(i, &len)| {
-            let bytes = common::chunk(i as u64 + 1, len);
-            (store.put(&bytes).unwrap(), bytes)
-        })
-        .collect();
-    store.close().unwrap();
-    (ChunkStore::open(dir, Options::default()).unwrap(), chunks)
-}
+use spindle_chunk::{ChunkError, ChunkStore, Options, RECORD_HEADER_LEN, VOLUME_HEADER_LEN};
 
 #[test]
 fn a_flipped_byte_is_corrupt_on_the_uncached_and_the_admitting_read() {
-    let big = SIZES.len() - 1;
+    let big = common::LARGE_READ_SIZES.len() - 1;
     // Record offsets: each record follows the one before.
     let record_of = |i: usize| {
         VOLUME_HEADER_LEN
-            + SIZES[..i]
+            + common::LARGE_READ_SIZES[..i]
                 .iter()
                 .map(|&l| RECORD_HEADER_LEN + l as u64)
                 .sum::<u64>()
@@ -52,23 +24,14 @@ fn a_flipped_byte_is_corrupt_on_the_uncached_and_the_admitting_read() {
         data,
         boundary - 1,
         boundary,
-        data + SIZES[big] as u64 - 1,
+        data + common::LARGE_READ_SIZES[big] as u64 - 1,
         record + 3,
     ] {
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let (store, chunks) = store_with_chunks(dir.path());
+        let (store, chunks) = common::store_with_large_chunks(dir.path());
         store.close().unwrap();
         let path = common::volumes(dir.path()).remove(0);
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        let mut b = [0u8];
-        f.read_exact_at(&mut b, at).unwrap();
-        f.write_all_at(&[b[0] ^ 0x04], at).unwrap();
-        f.sync_all().unwrap();
-        drop(f);
+        common::flip_byte(&path, at, 0x04);
         let store = ChunkStore::open(dir.path(), Options::default()).unwrap();
         store.drop_page_cache().unwrap();
         for verify in [true, false] {

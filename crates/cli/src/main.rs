@@ -114,10 +114,10 @@ enum Scenario {
 const OPEN_FILES_MAX: u64 = 1 << 20;
 
 /// Raise the soft limit on open files to the hard limit (at most `OPEN_FILES_MAX`). A node
-/// holds a descriptor per
-/// RocksDB table file, up to two per chunk volume (`docs/chunk-format.md`, "Reads"), one per
-/// log segment and one per connection, and the usual soft limit of 1,024 is far below what a
-/// large store needs, while the hard limit (which only root can raise) usually is not.
+/// holds a descriptor per RocksDB table file, up to two per chunk volume
+/// (`docs/chunk-format.md`, "Reads"), one per log segment and one per connection, and the
+/// usual soft limit of 1,024 is far below what a large store needs, while the hard limit
+/// (which only root can raise) usually is not.
 fn raise_open_files_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let limit = getrlimit(Resource::Nofile);

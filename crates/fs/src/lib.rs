@@ -14,6 +14,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 pub mod sim;
@@ -78,13 +79,23 @@ pub trait FsFile: Send + Sync + Debug {
     /// the caller's memory that fills no page of the cache; elsewhere, and by
     /// default, a normal read.
     fn read_uncached_at(&self, head: &mut [u8], len: usize, offset: u64) -> io::Result<Vec<u8>> {
-        let n = self.read_at(head, offset)?;
-        let mut body = Vec::new();
-        if n == head.len() {
-            self.read_append_at(&mut body, len, offset + n as u64)?;
-        }
-        Ok(body)
+        read_record_cached(self, head, len, offset)
     }
+}
+
+/// `FsFile::read_uncached_at` through the page cache: the head, then the body after it.
+fn read_record_cached<F: FsFile + ?Sized>(
+    file: &F,
+    head: &mut [u8],
+    len: usize,
+    offset: u64,
+) -> io::Result<Vec<u8>> {
+    let n = file.read_at(head, offset)?;
+    let mut body = Vec::new();
+    if n == head.len() {
+        file.read_append_at(&mut body, len, offset + n as u64)?;
+    }
+    Ok(body)
 }
 
 /// The least alignment of `O_DIRECT` transfers (file offset, length and memory address): 4 KiB
@@ -94,18 +105,21 @@ pub const DIRECT_ALIGN_BYTES_MIN: usize = 4096;
 
 /// Reads this process has done with `O_DIRECT` (`FsFile::read_uncached_at` of `StdFs`); tests
 /// use it to tell that the direct path ran rather than its fallback.
-static DIRECT_READS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static DIRECT_READS: AtomicU64 = AtomicU64::new(0);
 
 /// The alignment uncached reads of the file at `path` would use, `None` if they would go
 /// through the cache (the file system refuses `O_DIRECT` or reports no direct I/O for the
 /// file): the same decision `FsFile::read_uncached_at` makes, for tests and tools.
 pub fn direct_alignment_of(path: &Path) -> Option<usize> {
-    let file = OpenOptions::new()
+    direct_alignment(&open_direct(path).ok()?)
+}
+
+/// Open `path` to read with `O_DIRECT`.
+fn open_direct(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
         .read(true)
         .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
         .open(path)
-        .ok()?;
-    direct_alignment(&file)
 }
 
 /// The size of a memory page (the unit the page cache holds).
@@ -115,7 +129,7 @@ pub fn page_size() -> usize {
 
 /// Reads this process has done with `O_DIRECT`.
 pub fn direct_reads() -> u64 {
-    DIRECT_READS.load(std::sync::atomic::Ordering::Relaxed)
+    DIRECT_READS.load(Ordering::Relaxed)
 }
 
 /// A held directory lock; released when dropped.
@@ -162,7 +176,7 @@ struct StdFile {
     /// file system refuses `O_DIRECT` (tmpfs before Linux 6.6, for one).
     direct: OnceLock<Option<Direct>>,
     /// A direct read was refused (`EINVAL`): later uncached reads go through the cache.
-    direct_refused: std::sync::atomic::AtomicBool,
+    direct_refused: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -176,23 +190,19 @@ impl StdFile {
         StdFile {
             file,
             direct: OnceLock::new(),
-            direct_refused: std::sync::atomic::AtomicBool::new(false),
+            direct_refused: AtomicBool::new(false),
         }
     }
 
     fn direct(&self) -> Option<&Direct> {
-        use std::sync::atomic::Ordering;
         if self.direct_refused.load(Ordering::Relaxed) {
             return None;
         }
         if let Some(d) = self.direct.get() {
             return d.as_ref();
         }
-        let opened = OpenOptions::new()
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-            .open(format!("/proc/self/fd/{}", self.file.as_raw_fd()));
-        match opened {
+        let proc_path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
+        match open_direct(Path::new(&proc_path)) {
             Ok(file) => {
                 let _ = self
                     .direct
@@ -242,14 +252,13 @@ impl StdFile {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) {
-                        self.direct_refused
-                            .store(true, std::sync::atomic::Ordering::Relaxed);
+                        self.direct_refused.store(true, Ordering::Relaxed);
                     }
                     return None;
                 }
             }
         }
-        DIRECT_READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        DIRECT_READS.fetch_add(1, Ordering::Relaxed);
         let end = pad + got.clamp(skip, skip + want);
         let body = pad + skip + head.len();
         if end < body {
@@ -389,12 +398,7 @@ impl FsFile for StdFile {
         {
             return Ok(body);
         }
-        let n = self.read_at(head, offset)?;
-        let mut body = Vec::new();
-        if n == head.len() {
-            self.read_append_at(&mut body, len, offset + n as u64)?;
-        }
-        Ok(body)
+        read_record_cached(self, head, len, offset)
     }
 
     fn sync_data(&self) -> io::Result<()> {

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use spindle_chunk::{CompactionPolicy, Options};
+use spindle_chunk::{ChunkId, ChunkStore, CompactionPolicy, Options, DIRECT_READ_BYTES_MIN};
 
 /// Bounds small enough that a few dozen chunks span several volumes.
 pub fn small_opts() -> Options {
@@ -57,4 +57,44 @@ pub fn volumes(dir: &Path) -> Vec<std::path::PathBuf> {
         .collect();
     v.sort();
     v
+}
+
+/// Flip the bits of `mask` in the byte at `at` of the file at `path`, and sync it.
+pub fn flip_byte(path: &Path, at: u64, mask: u8) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ mask], at).unwrap();
+    f.sync_all().unwrap();
+}
+
+/// Chunk sizes at and around the size where gets switch to reads past the page cache, and
+/// two large ones, so that records start at offsets that are not aligned.
+pub const LARGE_READ_SIZES: [usize; 5] = [
+    DIRECT_READ_BYTES_MIN as usize - 1,
+    DIRECT_READ_BYTES_MIN as usize,
+    DIRECT_READ_BYTES_MIN as usize + 4096,
+    (1 << 20) + 7,
+    3 << 20,
+];
+
+/// A store in `dir` (default options) holding one chunk of each of `LARGE_READ_SIZES`, in
+/// that order, closed and opened again; with the chunks' ids and bytes.
+pub fn store_with_large_chunks(dir: &Path) -> (ChunkStore, Vec<(ChunkId, Vec<u8>)>) {
+    let store = ChunkStore::open(dir, Options::default()).unwrap();
+    let chunks: Vec<(ChunkId, Vec<u8>)> = LARGE_READ_SIZES
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let bytes = chunk(i as u64 + 1, len);
+            (store.put(&bytes).unwrap(), bytes)
+        })
+        .collect();
+    store.close().unwrap();
+    (ChunkStore::open(dir, Options::default()).unwrap(), chunks)
 }
