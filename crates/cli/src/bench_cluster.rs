@@ -77,6 +77,11 @@ pub struct Args {
     /// awaiting their acks).
     #[arg(long, default_value_t = 64)]
     pub clients: usize,
+    /// HTTP version of the appending clients: 1 (one HTTP/1.1 connection per client) or 2
+    /// (HTTP/2 with prior knowledge: the requests in flight share one connection, as the raw
+    /// publishes share one NATS connection).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub http: u8,
     /// Disk View servers (one partition each) the Memory View boots from.
     #[arg(long, default_value_t = 4)]
     pub partitions: u64,
@@ -259,7 +264,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             );
             let row = match system {
                 "spindle-jetstream" => {
-                    let client = HttpClient::new(&cluster.api, Some(cluster.token.clone()));
+                    let client = append_client(args, &cluster.api, Some(cluster.token.clone()));
                     let mut row =
                         rt.block_on(http_appends(system, &client, args, &cluster_meter))?;
                     // The Disk View servers finish applying before the next system runs;
@@ -278,7 +283,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 "spindle-file" => {
                     let data = base.join(format!("file-{round}"));
                     let server = ServeChild::start(&exe, &file_serve_args(args, &data))?;
-                    let client = HttpClient::new(&server.http_addr, None);
+                    let client = append_client(args, &server.http_addr, None);
                     let meter = Meter {
                         servers: vec![server.pid()],
                         nats: Vec::new(),
@@ -656,6 +661,15 @@ fn file_serve_args(args: &Args, data: &Path) -> Vec<String> {
         "--grpc-listen".into(),
         "127.0.0.1:0".into(),
     ]
+}
+
+/// The appending clients' HTTP client, of the version `--http` names.
+fn append_client(args: &Args, server: &str, token: Option<String>) -> HttpClient {
+    if args.http == 2 {
+        HttpClient::new_http2(server, token)
+    } else {
+        HttpClient::new(server, token)
+    }
 }
 
 /// `args.events` events, each `POST /v1/txn` alone, `args.clients` requests in flight.

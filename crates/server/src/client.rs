@@ -43,13 +43,26 @@ pub struct HttpClient {
 
 impl HttpClient {
     pub fn new(server: &str, token: Option<String>) -> Self {
+        Self::build(server, token, false)
+    }
+
+    /// A client that speaks HTTP/2 with prior knowledge (h2c): every request in flight
+    /// shares one connection, as many streams.
+    pub fn new_http2(server: &str, token: Option<String>) -> Self {
+        Self::build(server, token, true)
+    }
+
+    fn build(server: &str, token: Option<String>, http2: bool) -> Self {
         HttpClient {
             base: base_url(server),
             token,
             client: {
                 let mut connector = HttpConnector::new();
                 connector.set_connect_timeout(Some(HTTP_CONNECT_TIMEOUT));
-                hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector)
+                connector.set_nodelay(true);
+                hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+                    .http2_only(http2)
+                    .build(connector)
             },
         }
     }

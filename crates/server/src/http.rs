@@ -322,13 +322,17 @@ async fn method_not_allowed() -> ApiError {
 }
 
 /// Count every request refused as malformed (`bad_requests_total`), in one place; close the
-/// connection after a body that was too large or too slow, whose rest is never read.
+/// HTTP/1 connection after a body that was too large or too slow, whose rest is never read
+/// (over HTTP/2 only that request's stream ends: the connection's other streams go on).
 async fn count_refusals(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
+    let http1 = req.version() < axum::http::Version::HTTP_2;
     let mut response = next.run(req).await;
-    if matches!(
-        response.status(),
-        StatusCode::REQUEST_TIMEOUT | StatusCode::PAYLOAD_TOO_LARGE
-    ) {
+    if http1
+        && matches!(
+            response.status(),
+            StatusCode::REQUEST_TIMEOUT | StatusCode::PAYLOAD_TOO_LARGE
+        )
+    {
         response.headers_mut().insert(
             header::CONNECTION,
             header::HeaderValue::from_static("close"),

@@ -1,6 +1,7 @@
 //! Graceful shutdown: appends in flight when the node is told to stop either finish
 //! (acknowledged, and then present after a restart) or fail cleanly, and the Disk Views
-//! persist their applied index, so a restart resumes instead of replaying.
+//! persist their applied index, so a restart resumes instead of replaying. The same over
+//! HTTP/1 connections and over one HTTP/2 connection.
 
 mod common;
 
@@ -11,8 +12,21 @@ use spindle_view::DiskView;
 
 #[test]
 fn in_flight_appends_finish_and_views_persist_their_applied_index() {
+    in_flight_appends_finish(false);
+}
+
+#[test]
+fn in_flight_appends_on_one_http2_connection_finish_too() {
+    in_flight_appends_finish(true);
+}
+
+fn in_flight_appends_finish(http2: bool) {
     let server = common::TestServer::start(|_| {});
-    let client = server.http(None);
+    let client = if http2 {
+        spindle_server::client::HttpClient::new_http2(&server.bound.http.to_string(), None)
+    } else {
+        server.http(None)
+    };
     let appends: Vec<_> = (0..64)
         .map(|i| {
             let client = client.clone();
