@@ -9,6 +9,7 @@ pub mod config;
 pub mod fanout;
 pub mod grpc;
 pub mod http;
+pub mod http_conn;
 pub mod http_input;
 pub mod load;
 pub mod node;

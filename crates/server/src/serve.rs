@@ -153,11 +153,12 @@ pub const FORCE_CLOSE_MAX: Duration = Duration::from_secs(1);
 /// Pause after a failed `accept` (out of file descriptors, say) before accepting again.
 pub const ACCEPT_RETRY_MS: u64 = 100;
 
-/// Serve HTTP/1 on `listener` until `stop` resolves, then let every open connection finish
-/// the request it is serving. Each request head (the first on a connection, or the next on a
-/// kept-alive one) must arrive within `head_max`, or the connection is closed: a client that
-/// sends half a head and stops, or idles, does not hold a connection and its task for ever
-/// (`axum::serve` sets no such bound).
+/// Serve HTTP (HTTP/1.1, or HTTP/2 with prior knowledge: `http_conn`) on `listener` until
+/// `stop` resolves, then let every open connection finish the requests it is serving. Each
+/// request head (the first on a connection, or the next on a kept-alive one) must arrive
+/// within `head_max`, and an HTTP/2 connection with nothing in flight is closed after it: a
+/// client that sends half a head and stops, or idles, does not hold a connection and its
+/// task for ever (`axum::serve` sets no such bound).
 async fn serve_http(
     listener: TcpListener,
     router: axum::Router,
@@ -181,195 +182,16 @@ async fn serve_http(
         };
         while connections.try_join_next().is_some() {}
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
-        connections.spawn(serve_connection(io, service, head_max, closing.subscribe()));
+        connections.spawn(crate::http_conn::serve_connection(
+            io,
+            service,
+            head_max,
+            closing.subscribe(),
+        ));
     }
     closing.send_replace(true);
     while connections.join_next().await.is_some() {}
     Ok(())
-}
-
-type HttpService = hyper_util::service::TowerToHyperService<axum::Router>;
-
-/// Serve one HTTP connection: HTTP/2 with prior knowledge (h2c) when it opens with the
-/// HTTP/2 preface, HTTP/1 otherwise. Either way the first bytes must arrive within
-/// `head_max`. An HTTP/2 connection with no request in flight for `head_max` is closed
-/// (GOAWAY), as an idle kept-alive HTTP/1 connection is.
-async fn serve_connection(
-    io: TcpStream,
-    service: HttpService,
-    head_max: Duration,
-    mut closing: watch::Receiver<bool>,
-) {
-    let _ = io.set_nodelay(true);
-    let mut preface = [0u8; H2_PREFACE.len()];
-    let h2 = tokio::select! {
-        peeked = tokio::time::timeout(head_max, peek_preface(&io, &mut preface)) => match peeked {
-            Ok(Ok(n)) => n == H2_PREFACE.len() && preface == *H2_PREFACE,
-            // Nothing (or not enough to tell) within `head_max`, or the client went away.
-            Ok(Err(_)) | Err(_) => return,
-        },
-        // Shutting down: a connection that sent nothing yet has no request to finish.
-        _ = closing.wait_for(|c| *c) => return,
-    };
-    let io = hyper_util::rt::TokioIo::new(io);
-    if !h2 {
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(head_max);
-        let conn = builder.serve_connection(io, service);
-        let mut conn = std::pin::pin!(conn);
-        tokio::select! {
-            done = conn.as_mut() => {
-                if let Err(e) = done {
-                    tracing::debug!("HTTP connection ended: {e}");
-                }
-                return;
-            }
-            _ = closing.wait_for(|c| *c) => {}
-        }
-        conn.as_mut().graceful_shutdown();
-        let _ = conn.await;
-        return;
-    }
-    let activity = Arc::new(Activity::default());
-    let service = Tracked {
-        inner: service,
-        activity: activity.clone(),
-    };
-    let mut builder =
-        hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
-    builder
-        .timer(hyper_util::rt::TokioTimer::new())
-        .keep_alive_interval(Some(head_max))
-        .keep_alive_timeout(head_max)
-        .max_concurrent_streams(H2_STREAMS_MAX)
-        .max_header_list_size(H2_HEADER_LIST_BYTES_MAX);
-    let conn = builder.serve_connection(io, service);
-    let mut conn = std::pin::pin!(conn);
-    let mut watch = tokio::time::interval((head_max / 4).max(Duration::from_millis(10)));
-    watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            done = conn.as_mut() => {
-                if let Err(e) = done {
-                    tracing::debug!("HTTP/2 connection ended: {e}");
-                }
-                return;
-            }
-            _ = closing.wait_for(|c| *c) => break,
-            _ = watch.tick() => if activity.idle_for() >= head_max {
-                break;
-            },
-        }
-    }
-    conn.as_mut().graceful_shutdown();
-    // Streams still open finish; a client that never reads its answers is not waited for
-    // past another `head_max` (the shutdown path bounds the whole node separately).
-    let _ = tokio::time::timeout(head_max.max(FORCE_CLOSE_MAX), conn).await;
-}
-
-/// The first bytes of an HTTP/2 connection with prior knowledge (RFC 9113, section 3.4).
-const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// Streams one HTTP/2 connection may have open at once.
-pub const H2_STREAMS_MAX: u32 = 256;
-
-/// Largest request head an HTTP/2 stream may send (decoded), about what HTTP/1's parser
-/// takes (its buffer is 400 KiB); `request_limits` then answers heads over the API's own
-/// bounds with JSON errors, as over HTTP/1.
-pub const H2_HEADER_LIST_BYTES_MAX: u32 = 400 << 10;
-
-/// Peek at the connection's first bytes until there are enough to tell the HTTP/2 preface,
-/// or they cannot be it; returns how many were peeked (0: the client closed).
-async fn peek_preface(io: &TcpStream, buf: &mut [u8; 24]) -> io::Result<usize> {
-    loop {
-        let n = io.peek(buf).await?;
-        if n == 0 || n == buf.len() || buf[..n] != H2_PREFACE[..n] {
-            return Ok(n);
-        }
-        // A prefix of the preface: the rest has not arrived yet (the socket stays readable,
-        // so wait a little rather than on readiness).
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-}
-
-/// Requests in flight on one HTTP/2 connection and when the last one ended.
-struct Activity {
-    in_flight: std::sync::atomic::AtomicUsize,
-    since: std::sync::Mutex<tokio::time::Instant>,
-}
-
-impl Default for Activity {
-    fn default() -> Self {
-        Activity {
-            in_flight: std::sync::atomic::AtomicUsize::new(0),
-            since: std::sync::Mutex::new(tokio::time::Instant::now()),
-        }
-    }
-}
-
-impl Activity {
-    /// How long the connection has had no request in flight (zero while one is).
-    fn idle_for(&self) -> Duration {
-        if self.in_flight.load(std::sync::atomic::Ordering::Acquire) > 0 {
-            return Duration::ZERO;
-        }
-        self.since
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .elapsed()
-    }
-}
-
-/// Counts a request in flight until its answer's head is ready (or the request is dropped).
-struct InFlight(Arc<Activity>);
-
-impl InFlight {
-    fn new(activity: Arc<Activity>) -> Self {
-        activity
-            .in_flight
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        InFlight(activity)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        *self
-            .0
-            .since
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = tokio::time::Instant::now();
-        self.0
-            .in_flight
-            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
-}
-
-/// The HTTP service with its requests counted in `activity`.
-#[derive(Clone)]
-struct Tracked {
-    inner: HttpService,
-    activity: Arc<Activity>,
-}
-
-impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Tracked {
-    type Response =
-        <HttpService as hyper::service::Service<hyper::Request<hyper::body::Incoming>>>::Response;
-    type Error =
-        <HttpService as hyper::service::Service<hyper::Request<hyper::body::Incoming>>>::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
-
-    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> Self::Future {
-        let guard = InFlight::new(self.activity.clone());
-        let answer = self.inner.call(req);
-        Box::pin(async move {
-            let answer = answer.await;
-            drop(guard);
-            answer
-        })
-    }
 }
 
 /// A gRPC connection that fails every read and write once `kill` turns true, so that a

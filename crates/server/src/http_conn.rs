@@ -1,0 +1,307 @@
+//! One HTTP connection of the node: HTTP/1.1, or HTTP/2 with prior knowledge (h2c) when the
+//! connection opens with the HTTP/2 preface (RFC 9113, section 3.4).
+//!
+//! Bounds, so that a slow, idle or malicious client holds nothing for ever:
+//! - the first bytes must arrive within `head_max` (they are read, not polled, and handed
+//!   back to the protocol that serves the connection);
+//! - HTTP/1: every request head within `head_max` (hyper's header-read timeout);
+//! - HTTP/2: a connection with no request in flight — none being handled and no answer body
+//!   still being sent — for `head_max` is closed with GOAWAY; pings unanswered for `head_max`
+//!   close it too; at most `H2_STREAMS_MAX` streams at once and `H2_HEADER_LIST_BYTES_MAX`
+//!   of head per request.
+//!
+//! On shutdown (`closing`) both kinds close gracefully: requests in flight finish, bounded by
+//! `serve`'s own deadline (`shutdown_ms_max`).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use http_body::Frame;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// The node's routes as a hyper service.
+pub type HttpService = hyper_util::service::TowerToHyperService<axum::Router>;
+
+/// The first bytes of an HTTP/2 connection with prior knowledge.
+pub const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Streams one HTTP/2 connection may have open at once: as many requests in flight as 64
+/// HTTP/1 connections would carry (each request's body is bounded as over HTTP/1).
+pub const H2_STREAMS_MAX: u32 = 64;
+
+/// Largest request head an HTTP/2 stream may send (decoded), about what HTTP/1's parser
+/// takes (its buffer is 400 KiB); the API's own bounds (`http_input::request_limits`) then
+/// answer heads over them with JSON errors, as over HTTP/1.
+pub const H2_HEADER_LIST_BYTES_MAX: u32 = 400 << 10;
+
+/// Serve one accepted connection until it ends, or until `closing` turns true and its
+/// requests in flight have finished.
+pub async fn serve_connection(
+    mut io: TcpStream,
+    service: HttpService,
+    head_max: Duration,
+    mut closing: watch::Receiver<bool>,
+) {
+    let _ = io.set_nodelay(true);
+    let mut first = Vec::with_capacity(H2_PREFACE.len());
+    tokio::select! {
+        read = tokio::time::timeout(head_max, read_preface(&mut io, &mut first)) => match read {
+            Ok(Ok(())) if !first.is_empty() => {}
+            // Closed before a byte, an error, or nothing (or too little to tell) within
+            // `head_max`.
+            Ok(_) | Err(_) => return,
+        },
+        // Shutting down: a connection that sent nothing yet has no request to finish.
+        _ = closing.wait_for(|c| *c) => return,
+    }
+    let h2 = first.as_slice() == H2_PREFACE.as_slice();
+    let io = hyper_util::rt::TokioIo::new(Rewound { first, at: 0, io });
+    if !h2 {
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(head_max);
+        let conn = builder.serve_connection(io, service);
+        let mut conn = std::pin::pin!(conn);
+        tokio::select! {
+            done = conn.as_mut() => {
+                if let Err(e) = done {
+                    tracing::debug!("HTTP connection ended: {e}");
+                }
+                return;
+            }
+            _ = closing.wait_for(|c| *c) => {}
+        }
+        conn.as_mut().graceful_shutdown();
+        let _ = conn.await;
+        return;
+    }
+    let activity = Arc::new(Activity::default());
+    let service = Tracked {
+        inner: service,
+        activity: activity.clone(),
+    };
+    let mut builder =
+        hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(Some(head_max))
+        .keep_alive_timeout(head_max)
+        .max_concurrent_streams(H2_STREAMS_MAX)
+        .max_header_list_size(H2_HEADER_LIST_BYTES_MAX);
+    let conn = builder.serve_connection(io, service);
+    let mut conn = std::pin::pin!(conn);
+    let mut watch = tokio::time::interval((head_max / 4).max(Duration::from_millis(10)));
+    watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let idle = loop {
+        tokio::select! {
+            done = conn.as_mut() => {
+                if let Err(e) = done {
+                    tracing::debug!("HTTP/2 connection ended: {e}");
+                }
+                return;
+            }
+            _ = closing.wait_for(|c| *c) => break false,
+            _ = watch.tick() => if activity.idle_for() >= head_max {
+                break true;
+            },
+        }
+    };
+    conn.as_mut().graceful_shutdown();
+    if idle {
+        // Nothing was in flight; a request that raced the GOAWAY is answered, within
+        // another `head_max` (its client then holds a closing connection).
+        let _ = tokio::time::timeout(head_max.max(Duration::from_secs(1)), conn).await;
+    } else {
+        // Shutting down: requests in flight finish; `serve` bounds the whole shutdown.
+        let _ = conn.await;
+    }
+}
+
+/// Read the connection's first bytes until they are the HTTP/2 preface or cannot be (one
+/// byte is enough to tell HTTP/1), or the client closes.
+async fn read_preface(io: &mut TcpStream, first: &mut Vec<u8>) -> io::Result<()> {
+    let mut buf = [0u8; H2_PREFACE.len()];
+    while first.len() < H2_PREFACE.len() {
+        let n = io.read(&mut buf[..H2_PREFACE.len() - first.len()]).await?;
+        if n == 0 {
+            break;
+        }
+        first.extend_from_slice(&buf[..n]);
+        if first[..] != H2_PREFACE[..first.len()] {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The connection with its first bytes, already read, handed back before the rest.
+struct Rewound {
+    first: Vec<u8>,
+    at: usize,
+    io: TcpStream,
+}
+
+impl AsyncRead for Rewound {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.at < this.first.len() {
+            let n = (this.first.len() - this.at).min(buf.remaining());
+            buf.put_slice(&this.first[this.at..this.at + n]);
+            this.at += n;
+            if this.at == this.first.len() {
+                this.first = Vec::new();
+                this.at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Rewound {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// Requests in flight on one HTTP/2 connection, and since when none is.
+struct Activity {
+    in_flight: AtomicUsize,
+    since: Mutex<Instant>,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity {
+            in_flight: AtomicUsize::new(0),
+            since: Mutex::new(Instant::now()),
+        }
+    }
+}
+
+impl Activity {
+    /// How long the connection has had no request in flight (zero while one is).
+    fn idle_for(&self) -> Duration {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return Duration::ZERO;
+        }
+        self.since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .elapsed()
+    }
+}
+
+/// Counts one request in flight: from its arrival until its answer's body has been sent (or
+/// the request or the answer is dropped).
+struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    fn new(activity: Arc<Activity>) -> Self {
+        activity.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(activity)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        *self.0.since.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An answer body that keeps its request counted in flight until it ends or is dropped
+/// (a stream of server-sent events, say, is a request in flight for as long as it runs).
+struct Counted {
+    inner: Body,
+    _in_flight: InFlight,
+}
+
+impl http_body::Body for Counted {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The node's service with its requests counted in `activity`.
+#[derive(Clone)]
+struct Tracked {
+    inner: HttpService,
+    activity: Arc<Activity>,
+}
+
+type Request = hyper::Request<hyper::body::Incoming>;
+type Answer = <HttpService as hyper::service::Service<Request>>::Response;
+type Failure = <HttpService as hyper::service::Service<Request>>::Error;
+
+impl hyper::service::Service<Request> for Tracked {
+    type Response = Answer;
+    type Error = Failure;
+    type Future = Pin<Box<dyn Future<Output = Result<Answer, Failure>> + Send>>;
+
+    fn call(&self, req: Request) -> Self::Future {
+        let in_flight = InFlight::new(self.activity.clone());
+        let answer = self.inner.call(req);
+        Box::pin(async move {
+            let answer = answer.await?;
+            Ok(answer.map(|inner| {
+                Body::new(Counted {
+                    inner,
+                    _in_flight: in_flight,
+                })
+            }))
+        })
+    }
+}
