@@ -4,10 +4,12 @@
 //! Bounds, so that a slow, idle or malicious client holds nothing for ever:
 //! - the first bytes must arrive within `head_max` (they are read, not polled, and handed
 //!   back to the protocol that serves the connection);
-//! - HTTP/1: every request head within `head_max` (hyper's header-read timeout);
+//! - HTTP/1: every request head within `head_max` (hyper's header-read timeout; for the
+//!   first, counted from its first bytes, so it may take up to twice that in all);
 //! - HTTP/2: a connection with no request in flight — none being handled and no answer body
-//!   still being sent — for `head_max` is closed with GOAWAY; pings unanswered for `head_max`
-//!   close it too; at most `H2_STREAMS_MAX` streams at once and `H2_HEADER_LIST_BYTES_MAX`
+//!   still being sent, but for its last piece (`H2_PIECE_BYTES_MAX`) — for `head_max` is
+//!   closed with GOAWAY (requests that crossed it are still served); pings unanswered for
+//!   `head_max` close it too; at most `H2_STREAMS_MAX` streams at once and `H2_HEADER_LIST_BYTES_MAX`
 //!   of head per request.
 //!
 //! On shutdown (`closing`) both kinds close gracefully: requests in flight finish, bounded by
@@ -117,13 +119,28 @@ pub async fn serve_connection(
         }
     };
     conn.as_mut().graceful_shutdown();
-    if idle {
-        // Nothing was in flight; a request that raced the GOAWAY is answered, within
-        // another `head_max` (its client then holds a closing connection).
-        let _ = tokio::time::timeout(head_max.max(Duration::from_secs(1)), conn).await;
-    } else {
+    if !idle {
         // Shutting down: requests in flight finish; `serve` bounds the whole shutdown.
         let _ = conn.await;
+        return;
+    }
+    // Idle: the GOAWAY still admits requests the client sent before it arrived. They are
+    // served; the connection is dropped only once nothing has been in flight for `head_max`
+    // again (normally it ends sooner, when the client closes its side).
+    activity.touch();
+    loop {
+        let shutting_down = tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = closing.wait_for(|c| *c) => true,
+            _ = watch.tick() => false,
+        };
+        if shutting_down {
+            let _ = conn.await;
+            return;
+        }
+        if activity.idle_for() >= head_max {
+            return;
+        }
     }
 }
 
@@ -218,6 +235,11 @@ impl Default for Activity {
 }
 
 impl Activity {
+    /// Count idleness from now.
+    fn touch(&self) {
+        *self.since.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
     /// How long the connection has had no request in flight (zero while one is).
     fn idle_for(&self) -> Duration {
         if self.in_flight.load(Ordering::Acquire) > 0 {
@@ -243,15 +265,23 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        *self.0.since.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        self.0.touch();
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-/// An answer body that keeps its request counted in flight until it ends or is dropped
-/// (a stream of server-sent events, say, is a request in flight for as long as it runs).
+/// Largest piece of an answer body handed to the HTTP/2 layer at once.
+pub const H2_PIECE_BYTES_MAX: usize = 64 << 10;
+
+/// An answer body that keeps its request counted in flight until it ends or is dropped (a
+/// stream of server-sent events, say, is a request in flight for as long as it runs). Its
+/// data goes out in pieces of at most `H2_PIECE_BYTES_MAX`: hyper drops a body once it has
+/// handed its last frame to the HTTP/2 layer, which may still be sending it to a slow
+/// reader, so only that last piece is sent after the request stops counting.
 struct Counted {
     inner: Body,
+    /// The rest of a data frame larger than a piece.
+    held: Option<Bytes>,
     _in_flight: InFlight,
 }
 
@@ -263,15 +293,39 @@ impl http_body::Body for Counted {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let this = &mut *self;
+        let data = match this.held.take() {
+            Some(held) => held,
+            None => match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                },
+                other => return other,
+            },
+        };
+        let mut data = data;
+        if data.len() > H2_PIECE_BYTES_MAX {
+            let piece = data.split_to(H2_PIECE_BYTES_MAX);
+            this.held = Some(data);
+            return Poll::Ready(Some(Ok(Frame::data(piece))));
+        }
+        Poll::Ready(Some(Ok(Frame::data(data))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.held.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
+        let inner = self.inner.size_hint();
+        let held = self.held.as_ref().map_or(0, |h| h.len() as u64);
+        let mut hint = http_body::SizeHint::new();
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + held);
+        }
+        hint.set_lower(inner.lower() + held);
+        hint
     }
 }
 
@@ -299,6 +353,7 @@ impl hyper::service::Service<Request> for Tracked {
             Ok(answer.map(|inner| {
                 Body::new(Counted {
                     inner,
+                    held: None,
                     _in_flight: in_flight,
                 })
             }))

@@ -47,20 +47,32 @@ fn many_requests_in_flight_share_one_http2_connection() {
                     String::from_utf8_lossy(&answer)
                 );
                 let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
-                answer["index"].as_u64().expect("an index")
+                (answer["index"].as_u64().expect("an index"), i)
             }
         });
-        let mut indexes = futures_util::future::join_all(writes).await;
+        let written = futures_util::future::join_all(writes).await;
+        let mut indexes: Vec<u64> = written.iter().map(|&(index, _)| index).collect();
         indexes.sort_unstable();
         indexes.dedup();
         assert_eq!(indexes, (1..=200).collect::<Vec<u64>>(), "one index each");
-        // The last write of each item is what a read answers.
+        // A read answers the write of the item with the highest index.
+        let (last_index, last_i) = written
+            .iter()
+            .filter(|&&(_, i)| i % 50 == 7)
+            .max()
+            .copied()
+            .unwrap();
         let (status, item) = client
-            .json(Method::GET, "/v1/item?node=n7", None)
+            .json(
+                Method::GET,
+                "/v1/item?node=n7&min_index=200&timeout_ms=10000",
+                None,
+            )
             .await
             .unwrap();
         assert_eq!(status, StatusCode::OK, "{item}");
-        assert_eq!(item["value"]["i"], 157, "{item}");
+        assert_eq!(item["value"]["i"], last_i, "{item}");
+        assert_eq!(item["version"], last_index, "{item}");
     });
     server.stop();
 }
@@ -127,14 +139,15 @@ fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
 
 #[test]
 fn answers_that_take_longer_than_the_idle_bound_are_not_cut() {
-    let server = common::TestServer::start(|c| c.request_body_ms_max = 300);
+    let idle_max = Duration::from_millis(1000);
+    let server = common::TestServer::start(|c| c.request_body_ms_max = idle_max.as_millis() as u64);
     let addr = server.bound.http;
     server.rt.block_on(async {
         // A read waiting for an index that never comes, longer than the idle bound: its own
         // timeout answers it, on a connection still open.
         let (mut send, conn) = h2_connect(addr).await;
         let resp = send
-            .send_request(get("/v1/item?node=x&min_index=1000&timeout_ms=1500"))
+            .send_request(get("/v1/item?node=x&min_index=1000&timeout_ms=2500"))
             .await
             .unwrap();
         assert_eq!(resp.status(), StatusCode::GATEWAY_TIMEOUT);
@@ -142,9 +155,11 @@ fn answers_that_take_longer_than_the_idle_bound_are_not_cut() {
         let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(body["error"], "not_yet_applied", "{body}");
         assert!(!conn.is_finished(), "closed while a request was in flight");
+        drop(send);
 
         // Server-sent events: the answer's head comes at once, the events keep coming (one
-        // a second) for several idle bounds.
+        // a second) past the idle bound.
+        let (mut send, conn) = h2_connect(addr).await;
         let resp = send.send_request(get("/v1/status/stream")).await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         let mut body = resp.into_body();
@@ -168,6 +183,53 @@ fn answers_that_take_longer_than_the_idle_bound_are_not_cut() {
 }
 
 #[test]
+fn a_large_answer_read_slowly_is_not_cut() {
+    let idle_max = Duration::from_millis(500);
+    let server = common::TestServer::start(|c| c.request_body_ms_max = idle_max.as_millis() as u64);
+    let addr = server.bound.http;
+    // Far more than the client's stream window, so the reader's pace sets the sender's.
+    let chunk: Vec<u8> = (0..12u32 << 20).map(|i| (i % 251) as u8).collect();
+    let client = HttpClient::new(&addr.to_string(), None);
+    server.rt.block_on(async {
+        let (status, answer) = client
+            .request(Method::POST, "/v1/chunks", Some(chunk.clone()))
+            .await
+            .unwrap();
+        assert!(
+            status.is_success(),
+            "{status} {}",
+            String::from_utf8_lossy(&answer)
+        );
+        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+        let id = answer["id"].as_str().expect("the chunk's id").to_owned();
+
+        let (mut send, _conn) = h2_connect(addr).await;
+        let resp = send
+            .send_request(get(&format!("/v1/chunks/{id}")))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let mut body = resp.into_body();
+        let mut got = Vec::with_capacity(chunk.len());
+        let mut pauses = 0;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.expect("the answer was cut");
+            if let Some(data) = frame.data_ref() {
+                got.extend_from_slice(data);
+            }
+            // Read slowly: in all, several idle bounds.
+            if pauses < 8 && got.len() > pauses * (1 << 20) {
+                pauses += 1;
+                tokio::time::sleep(idle_max / 2).await;
+            }
+        }
+        assert_eq!(got.len(), chunk.len());
+        assert!(got == chunk, "the answer's bytes differ");
+    });
+    server.stop();
+}
+
+#[test]
 fn a_request_in_flight_at_shutdown_gets_its_answer() {
     // The read outlasts the idle bound and the one-second force-close bound after the stop.
     let server = common::TestServer::start(|c| {
@@ -175,8 +237,9 @@ fn a_request_in_flight_at_shutdown_gets_its_answer() {
         c.shutdown_ms_max = 20_000;
     });
     let addr = server.bound.http;
-    let handle = server.rt.handle().clone();
-    let pending = server.rt.spawn(async move {
+    // The client on a runtime of its own: the server's stops with it.
+    let client_rt = tokio::runtime::Runtime::new().unwrap();
+    let pending = client_rt.spawn(async move {
         let (mut send, _conn) = h2_connect(addr).await;
         let resp = send
             .send_request(get("/v1/item?node=x&min_index=1000&timeout_ms=3500"))
@@ -190,7 +253,7 @@ fn a_request_in_flight_at_shutdown_gets_its_answer() {
     std::thread::sleep(Duration::from_millis(1000));
     assert!(!pending.is_finished());
     server.stop();
-    let (status, body) = handle.block_on(pending).unwrap();
+    let (status, body) = client_rt.block_on(pending).unwrap();
     assert_eq!(
         status,
         StatusCode::GATEWAY_TIMEOUT,
