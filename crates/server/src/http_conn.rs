@@ -294,7 +294,7 @@ impl http_body::Body for Counted {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = &mut *self;
-        let data = match this.held.take() {
+        let mut data = match this.held.take() {
             Some(held) => held,
             None => match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
@@ -304,7 +304,6 @@ impl http_body::Body for Counted {
                 other => return other,
             },
         };
-        let mut data = data;
         if data.len() > H2_PIECE_BYTES_MAX {
             let piece = data.split_to(H2_PIECE_BYTES_MAX);
             this.held = Some(data);

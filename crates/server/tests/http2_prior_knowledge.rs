@@ -101,6 +101,17 @@ fn get(path: &str) -> hyper::Request<http_body_util::Full<bytes::Bytes>> {
         .unwrap()
 }
 
+/// A node whose `request_body_ms_max` (the idle bound) is `idle_max`.
+fn start_with_idle_bound(idle_max: Duration) -> common::TestServer {
+    common::TestServer::start(|c| c.request_body_ms_max = idle_max.as_millis() as u64)
+}
+
+/// An answer's whole body, parsed as JSON.
+async fn json_body(resp: hyper::Response<hyper::body::Incoming>) -> serde_json::Value {
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    serde_json::from_slice(&body).unwrap()
+}
+
 /// Wait for the node to close the connection; a node that never does fails the test here,
 /// far above its bound.
 async fn closed_by_node(conn: tokio::task::JoinHandle<Result<(), hyper::Error>>) {
@@ -114,7 +125,7 @@ async fn closed_by_node(conn: tokio::task::JoinHandle<Result<(), hyper::Error>>)
 #[test]
 fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
     let idle_max = Duration::from_millis(1000);
-    let server = common::TestServer::start(|c| c.request_body_ms_max = idle_max.as_millis() as u64);
+    let server = start_with_idle_bound(idle_max);
     let addr = server.bound.http;
     server.rt.block_on(async {
         // Idle after one request: closed.
@@ -140,7 +151,7 @@ fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
 #[test]
 fn answers_that_take_longer_than_the_idle_bound_are_not_cut() {
     let idle_max = Duration::from_millis(1000);
-    let server = common::TestServer::start(|c| c.request_body_ms_max = idle_max.as_millis() as u64);
+    let server = start_with_idle_bound(idle_max);
     let addr = server.bound.http;
     server.rt.block_on(async {
         // A read waiting for an index that never comes, longer than the idle bound: its own
@@ -151,8 +162,7 @@ fn answers_that_take_longer_than_the_idle_bound_are_not_cut() {
             .await
             .unwrap();
         assert_eq!(resp.status(), StatusCode::GATEWAY_TIMEOUT);
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let body = json_body(resp).await;
         assert_eq!(body["error"], "not_yet_applied", "{body}");
         assert!(!conn.is_finished(), "closed while a request was in flight");
         drop(send);
@@ -185,7 +195,7 @@ fn answers_that_take_longer_than_the_idle_bound_are_not_cut() {
 #[test]
 fn a_large_answer_read_slowly_is_not_cut() {
     let idle_max = Duration::from_millis(500);
-    let server = common::TestServer::start(|c| c.request_body_ms_max = idle_max.as_millis() as u64);
+    let server = start_with_idle_bound(idle_max);
     let addr = server.bound.http;
     // Far more than the client's stream window, so the reader's pace sets the sender's.
     let chunk: Vec<u8> = (0..12u32 << 20).map(|i| (i % 251) as u8).collect();
@@ -239,18 +249,22 @@ fn a_request_in_flight_at_shutdown_gets_its_answer() {
     let addr = server.bound.http;
     // The client on a runtime of its own: the server's stops with it.
     let client_rt = tokio::runtime::Runtime::new().unwrap();
+    let (arrived, has_arrived) = std::sync::mpsc::channel();
     let pending = client_rt.spawn(async move {
         let (mut send, _conn) = h2_connect(addr).await;
-        let resp = send
-            .send_request(get("/v1/item?node=x&min_index=1000&timeout_ms=3500"))
-            .await
-            .unwrap();
+        let read = send.send_request(get("/v1/item?node=x&min_index=1000&timeout_ms=3500"));
+        // A request sent after it on the same connection is answered: the read's head has
+        // reached the node before this one's.
+        let resp = send.send_request(get("/v1/status")).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        arrived.send(()).unwrap();
+        let resp = read.await.unwrap();
         let status = resp.status();
         let body = resp.into_body().collect().await.unwrap().to_bytes();
         (status, body)
     });
     // Stop while the read waits (it cannot be answered before its timeout).
-    std::thread::sleep(Duration::from_millis(1000));
+    has_arrived.recv().unwrap();
     assert!(!pending.is_finished());
     server.stop();
     let (status, body) = client_rt.block_on(pending).unwrap();
@@ -286,8 +300,7 @@ fn heads_have_the_bounds_they_have_over_http1() {
             .unwrap();
         let resp = send.send_request(req).await.unwrap();
         assert_eq!(resp.status(), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let body = json_body(resp).await;
         assert_eq!(body["error"], "headers_too_large", "{body}");
     });
     server.stop();
