@@ -54,6 +54,26 @@ impl<T> Producer<T> {
         self.shared.capacity
     }
 
+    /// Runs `f` on the published event at `sequence` if it is still in the ring (one of the
+    /// last `capacity` published, and no claim since has taken its slot); `None` otherwise.
+    /// Consumers may be reading the event at the same time, so `f` gets it shared: an event
+    /// that is to change after publish needs interior mutability (the carousel drops chunks
+    /// every rider has passed this way, so that their memory is reused while still cached).
+    pub fn with_published<R>(&self, sequence: u64, f: impl FnOnce(&T) -> R) -> Option<R> {
+        // `announced` covers a claim dropped unpublished: it may have written the slots of
+        // the oldest events, which are then no longer theirs.
+        let oldest = self.announced.max(self.next).saturating_sub(self.shared.capacity);
+        if sequence >= self.next || sequence < oldest {
+            return None;
+        }
+        let cell = self.shared.slot(sequence);
+        // SAFETY: the slot holds the event published at `sequence` (below the cursor, and not
+        // taken by any claim since, announced or abandoned). Only claims write slots, and a
+        // claim borrows the producer mutably, so none can run while `&self` is held here;
+        // consumers only ever read slots.
+        Some(cell.with(|ptr| f(unsafe { &*ptr })))
+    }
+
     /// Claims `n` slots if every consumer has released them, else `Full` (nothing changes).
     ///
     /// # Panics
@@ -228,6 +248,31 @@ mod tests {
         c.publish();
         let batch = consumer.try_batch().unwrap();
         assert_eq!(batch.iter().map(|(_, v)| *v).collect::<Vec<_>>(), vec![10]);
+    }
+
+    #[test]
+    fn published_events_are_reachable_until_a_claim_takes_their_slot() {
+        let (mut producer, ring) = RingBuilder::new(4).build::<u64>().unwrap();
+        let mut consumer = ring.join_at("c", 0).unwrap();
+        assert_eq!(producer.with_published(0, |v| *v), None);
+        for _ in 0..3 {
+            let mut c = producer.claim(1);
+            c.fill(|s, v| *v = s + 100);
+            c.publish();
+        }
+        let got: Vec<_> = (0..4).map(|s| producer.with_published(s, |v| *v)).collect();
+        assert_eq!(got, vec![Some(100), Some(101), Some(102), None]);
+        drop(consumer.try_batch());
+        // A claim dropped unpublished wrote the slots of the two oldest events: they are
+        // no longer reachable, the newest still is.
+        producer.claim(3).fill(|_, v| *v = 99);
+        let got: Vec<_> = (0..3).map(|s| producer.with_published(s, |v| *v)).collect();
+        assert_eq!(got, vec![None, None, Some(102)]);
+        let mut c = producer.claim(1);
+        c.fill(|s, v| *v = s + 100);
+        c.publish();
+        assert_eq!(producer.with_published(3, |v| *v), Some(103));
+        assert_eq!(producer.with_published(2, |v| *v), Some(102));
     }
 
     #[test]

@@ -258,12 +258,14 @@ impl Default for ServerConfig {
             request_body_ms_max: 30_000,
             chunk_bytes_max: 16 << 20,
             chunk_store_bytes_max: 1 << 40,
-            iter_chunk_bytes: 256 << 10,
+            // A chunk costs each rider a wakeup and a send: 1 MiB chunks cost a rider about
+            // a fifth less server CPU than 256 KiB ones (docs/benchmarks/carousel.md, run 6).
+            iter_chunk_bytes: 1 << 20,
             // 64 MiB of lag: on a busy 2-core machine, rider processes sharing the cores
             // with the server drift apart by tens of MiB without being slow, and a demoted
             // rider reads the disk on its own (docs/benchmarks/carousel.md).
-            rider_lag_chunks_max: 256,
-            carousel_ring_slots: 512,
+            rider_lag_chunks_max: 64,
+            carousel_ring_slots: 128,
             disk_block_cache_bytes: 0,
             disk_direct_reads: false,
             read_wait_ms_max: 60_000,

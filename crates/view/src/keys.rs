@@ -186,20 +186,20 @@ pub fn transcode_item(prefix: &[u8], out: &mut Vec<u8>) -> Option<()> {
         1 => 3,
         _ => return None,
     };
+    // The core encoding is never longer than the prefix (4 hash bytes and a 2-byte
+    // terminator per field against a 2-byte length per field), so one reserve serves it.
+    out.reserve(prefix.len());
     out.push(kind);
-    let mut pos = HASH_BYTES + 1;
+    let mut rest = &prefix[HASH_BYTES + 1..];
     for _ in 0..fields {
         let len_at = out.len();
         out.extend_from_slice(&[0, 0]);
+        // Copy the runs between escape bytes whole: most fields are one run.
         loop {
-            let b = *prefix.get(pos)?;
-            pos += 1;
-            if b != ESCAPE {
-                out.push(b);
-                continue;
-            }
-            let next = *prefix.get(pos)?;
-            pos += 1;
+            let run = rest.iter().position(|&b| b == ESCAPE)?;
+            out.extend_from_slice(&rest[..run]);
+            let next = *rest.get(run + 1)?;
+            rest = &rest[run + 2..];
             match next {
                 ESCAPED_ZERO => out.push(0),
                 TERMINATOR => break,
@@ -209,7 +209,7 @@ pub fn transcode_item(prefix: &[u8], out: &mut Vec<u8>) -> Option<()> {
         let len = u16::try_from(out.len() - len_at - 2).ok()?;
         out[len_at..len_at + 2].copy_from_slice(&len.to_le_bytes());
     }
-    (pos == prefix.len()).then_some(())
+    rest.is_empty().then_some(())
 }
 
 /// Encode a version's value.

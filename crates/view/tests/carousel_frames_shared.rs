@@ -63,3 +63,33 @@ fn riders_with_equal_filters_share_every_chunk() {
         "{status:?}"
     );
 }
+
+/// The ring lets go of a chunk once every rider aboard has read past it: the chunk a rider
+/// holds becomes its only reference as soon as both riders moved on, not a ring's length
+/// later, so its memory is freed and reused while still cached. Until the slower rider has
+/// read it, the ring keeps it.
+#[test]
+fn chunks_every_rider_passed_are_released_by_the_ring() {
+    let dir = tempfile::tempdir().unwrap();
+    let CarouselFixture { carousel, .. } =
+        carousel_fixture(dir.path(), 5, 800, 400, (2048, 64, 32));
+    let all = IterRequest::range(Partition::ALL);
+    let mut riders = carousel.board_all(&[all.clone(), all]).unwrap();
+    let mut next = |i: usize| riders[i].next_chunk().unwrap().unwrap();
+    drop((next(0), next(1)));
+    let held = next(0);
+    // The scanner publishes on while the leader reads; the other rider has not read `held`.
+    drop((next(0), next(0)));
+    assert!(!held.is_unique(), "released a chunk a rider has not read");
+    let theirs = next(1);
+    assert_eq!(theirs.as_ptr(), held.as_ptr(), "one shared chunk");
+    drop((theirs, next(1)));
+    // Both passed it: the next publish releases it (reading on makes the scanner publish).
+    while !held.is_unique() {
+        let read_on = riders.iter_mut().filter_map(|r| r.next_chunk()).count();
+        assert!(
+            read_on > 0,
+            "the revolution ended and the ring still held a chunk both riders read past"
+        );
+    }
+}

@@ -210,10 +210,11 @@ impl Reader<'_> {
                 }
                 continue;
             }
-            self.item.load(&mut self.it, view)?;
+            self.item.start(&parts, view)?;
+            self.item
+                .read_into(&mut self.it, view, std::slice::from_mut(&mut builder))?;
             raw_bytes += self.item.raw_bytes;
             items += 1;
-            builder.add(&self.item, view)?;
         }
         let frames = builder.meta.frames;
         Ok(AloneChunk {

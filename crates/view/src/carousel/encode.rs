@@ -131,36 +131,75 @@ pub(crate) struct ItemBuf {
 }
 
 impl ItemBuf {
-    /// Read every version of the item under the iterator (which must be valid, on the
-    /// item's first version) and leave the iterator on the next item.
-    pub fn load(
-        &mut self,
-        it: &mut DBRawIteratorWithThreadMode<'_, DB>,
-        view: &DiskView,
-    ) -> Result<(), IterError> {
-        let key = it.key().expect("load starts on a valid iterator");
-        let parts = keys::split_key(key).ok_or_else(|| view.corrupt(format!("bad key {key:?}")))?;
+    /// Begin the item whose first stored key splits into `first`.
+    pub fn start(&mut self, first: &keys::KeyParts<'_>, view: &DiskView) -> Result<(), IterError> {
         self.prefix.clear();
-        self.prefix.extend_from_slice(parts.prefix);
-        self.hash = parts.hash;
-        self.kind = Some(parts.kind);
+        self.prefix.extend_from_slice(first.prefix);
+        self.hash = first.hash;
+        self.kind = Some(first.kind);
         self.core_key.clear();
-        keys::transcode_item(parts.prefix, &mut self.core_key)
-            .ok_or_else(|| view.corrupt(format!("bad key {key:?}")))?;
+        keys::transcode_item(first.prefix, &mut self.core_key)
+            .ok_or_else(|| view.corrupt(format!("bad key {:?}", first.prefix)))?;
         self.versions.clear();
         self.values.clear();
         self.raw_bytes = 0;
-        while let (Some(k), Some(v)) = (it.key(), it.value()) {
-            let parts = keys::split_key(k).ok_or_else(|| view.corrupt(format!("bad key {k:?}")))?;
-            if parts.prefix != self.prefix.as_slice() {
-                break;
+        Ok(())
+    }
+
+    /// Read every stored version of the item begun by `start` (the iterator on its first
+    /// version), append the frames each builder wants, and leave the iterator on the next
+    /// item. One builder that takes every version in range (not latest-only) gets its frames
+    /// straight from the iterator; otherwise the versions are buffered once and encoded per
+    /// builder.
+    pub fn read_into(
+        &mut self,
+        it: &mut DBRawIteratorWithThreadMode<'_, DB>,
+        view: &DiskView,
+        builders: &mut [ChunkBuilder],
+    ) -> Result<(), IterError> {
+        let kind = self.kind.expect("read_into follows start");
+        let stream = match builders {
+            [one] if !one.filter.latest_only => Some(one),
+            _ => None,
+        };
+        if let Some(b) = stream {
+            let (from, cut) = (b.filter.from, b.filter.cut);
+            let allowed = b.filter.kinds.allows(kind);
+            while let Some(k) = it.key() {
+                let parts =
+                    keys::split_key(k).ok_or_else(|| view.corrupt(format!("bad key {k:?}")))?;
+                if parts.prefix != self.prefix.as_slice() {
+                    return Ok(());
+                }
+                let v = it.value().expect("a valid iterator has a value");
+                self.raw_bytes += k.len() + v.len();
+                if allowed && parts.index >= from && parts.index <= cut {
+                    b.emit(&self.core_key, self.hash, parts.index, v, view)?;
+                }
+                it.next();
             }
-            let start = self.values.len();
-            self.values.extend_from_slice(v);
-            self.versions.push((parts.index, start..self.values.len()));
-            self.raw_bytes += k.len() + v.len();
-            it.next();
+        } else {
+            while let Some(k) = it.key() {
+                let parts =
+                    keys::split_key(k).ok_or_else(|| view.corrupt(format!("bad key {k:?}")))?;
+                if parts.prefix != self.prefix.as_slice() {
+                    break;
+                }
+                let v = it.value().expect("a valid iterator has a value");
+                let start = self.values.len();
+                self.values.extend_from_slice(v);
+                self.versions.push((parts.index, start..self.values.len()));
+                self.raw_bytes += k.len() + v.len();
+                it.next();
+            }
+            for b in builders.iter_mut() {
+                b.add(self, view)?;
+            }
+            if it.valid() {
+                return Ok(());
+            }
         }
+        // The iterator ran out: the end of its range, or an error.
         it.status().map_err(crate::disk::db_err(view.dir()))?;
         Ok(())
     }
@@ -216,21 +255,26 @@ impl ChunkBuilder {
         if f.latest_only {
             let newest = item.versions.iter().rev().find(|(i, _)| *i <= cut);
             if let Some((index, range)) = newest.filter(|(i, _)| wanted(*i)) {
-                self.emit(item, *index, &item.values[range.clone()], view)?;
+                let stored = &item.values[range.clone()];
+                self.emit(&item.core_key, item.hash, *index, stored, view)?;
             }
         } else {
             for (index, range) in &item.versions {
                 if wanted(*index) {
-                    self.emit(item, *index, &item.values[range.clone()], view)?;
+                    let stored = &item.values[range.clone()];
+                    self.emit(&item.core_key, item.hash, *index, stored, view)?;
                 }
             }
         }
         Ok(())
     }
 
+    /// Append the version frame at `index` of the item whose core key is `core_key` and
+    /// partition hash `hash`, from its stored value bytes.
     fn emit(
         &mut self,
-        item: &ItemBuf,
+        core_key: &[u8],
+        hash: u32,
         index: Index,
         stored: &[u8],
         view: &DiskView,
@@ -253,12 +297,12 @@ impl ChunkBuilder {
                 }
             },
         };
-        frame::encode_version(&mut self.buf, flags, index, &item.core_key, body);
+        frame::encode_version(&mut self.buf, flags, index, core_key, body);
         let meta = &mut self.meta;
         if meta.frames == 0 {
-            meta.hash_first = item.hash;
+            meta.hash_first = hash;
         }
-        meta.hash_last = item.hash;
+        meta.hash_last = hash;
         meta.index_max = meta.index_max.max(index);
         meta.frames += 1;
         Ok(())

@@ -40,8 +40,9 @@ use scanner::Event;
 
 pub use rider::{Rider, RiderStats};
 
-/// Default frame bytes per shared chunk.
-pub const CHUNK_BYTES_DEFAULT: usize = 256 << 10;
+/// Default frame bytes per shared chunk. Each chunk costs every rider a wakeup and a send,
+/// so larger chunks make each rider cheaper (docs/benchmarks/carousel.md, run 6).
+pub const CHUNK_BYTES_DEFAULT: usize = 1 << 20;
 /// Default ring size: chunks in flight between the scanner and its slowest rider.
 pub const RING_SLOTS_DEFAULT: usize = 128;
 /// Default demotion bound.
@@ -93,7 +94,7 @@ impl CarouselConfig {
     pub fn check(&self) -> Result<(), IterError> {
         let refuse = |reason: String| Err(IterError::CarouselConfig { reason });
         if self.chunk_bytes == 0 {
-            return refuse("chunk_bytes is 0; use at least 1 (default 256 KiB)".into());
+            return refuse("chunk_bytes is 0; use at least 1 (default 1 MiB)".into());
         }
         if self.ring_slots < 2 || !self.ring_slots.is_power_of_two() {
             return refuse(format!(
@@ -188,7 +189,10 @@ impl std::fmt::Debug for Carousel {
     }
 }
 
-pub(crate) type Slot = Option<Arc<Event>>;
+/// One published chunk set. The scanner empties a slot once every rider aboard has passed
+/// it (`scanner::release_passed`), so a chunk's memory is freed, and reused, while it is
+/// still in the cache instead of a ring's length later.
+pub(crate) type Slot = Mutex<Option<Arc<Event>>>;
 
 pub(crate) struct Inner {
     view: Arc<DiskView>,
@@ -218,6 +222,9 @@ pub(crate) struct State {
     /// Start and groups of the chunks still in the ring, oldest first: where a demoted
     /// rider may rejoin.
     recent: VecDeque<EventMeta>,
+    /// Ring slots below this sequence were emptied (every rider aboard had passed them):
+    /// nobody may join the ring there.
+    released_below: u64,
     /// Set when the last rider leaves: the scanner exits at its next boundary.
     stop: bool,
 }
@@ -367,6 +374,7 @@ impl Carousel {
             groups: BTreeMap::new(),
             next_group_id: 1,
             recent: VecDeque::new(),
+            released_below: 0,
             stop: false,
         };
         let inner = Inner {

@@ -20,7 +20,7 @@ use spindle_core::{Index, Partition};
 use super::alone::AloneReader;
 use super::encode::{chunk_use, trim, ChunkUse, ScanPos};
 use super::policy::{demoted_decision, DemotedDecision, RejoinView};
-use super::{Inner, RiderShared, Slot, MODE_SHARED};
+use super::{Inner, RiderShared, MODE_SHARED};
 use crate::error::IterError;
 use crate::frame::{encode_end, EndFrame, END_FRAME_BYTES};
 use crate::iterate::IterRequest;
@@ -331,9 +331,11 @@ impl Ride {
                 .map_err(|closed| IterError::CarouselFailed {
                     reason: closed.to_string(),
                 })?;
-            let event = batch
-                .with_event(0, Slot::clone)
-                .expect("a published slot holds an event");
+            let event = batch.with_event(0, |slot| slot.lock().clone()).ok_or_else(|| {
+                IterError::CarouselFailed {
+                    reason: "the scanner released a chunk before this rider read it".into(),
+                }
+            })?;
             let end = batch.end();
             drop(batch);
             rider.position.store(end, Ordering::SeqCst);
@@ -434,8 +436,9 @@ impl Ride {
             ahead: None,
         };
         let mut ahead_start = None;
+        let oldest = view.oldest_joinable.max(st.released_below);
         for e in st.recent.iter() {
-            if e.seq < view.oldest_joinable || !e.groups.contains(&self.group) {
+            if e.seq < oldest || !e.groups.contains(&self.group) {
                 continue;
             }
             if e.start == *pos && view.aligned.is_none() {
@@ -467,7 +470,10 @@ fn await_boarding(rider: &RiderShared) -> Result<super::Boarding, IterError> {
 /// lock, so the scanner sees the rider either demoted or riding, and wakes if it waited for
 /// a shared rider.
 fn rejoin(inner: &Inner, rider: &RiderShared, seq: u64) -> bool {
-    let _st = inner.state.lock();
+    let st = inner.state.lock();
+    if seq < st.released_below {
+        return false;
+    }
     let Ok(mut consumer) = inner.ring.join_at(&format!("rider {}", rider.id), seq) else {
         return false;
     };

@@ -271,12 +271,10 @@ fn scan_chunk(
             }
             continue;
         }
-        item.load(it, view)?;
+        item.start(&parts, view)?;
+        item.read_into(it, view, &mut builders)?;
         raw_bytes += item.raw_bytes;
         items += 1;
-        for b in &mut builders {
-            b.add(item, view)?;
-        }
     };
     let chunks = plan
         .groups
@@ -332,7 +330,7 @@ fn publish(inner: &Inner, producer: &mut Producer<Slot>, event: Event) {
     let wrapped = event.end.lap > event.start.lap;
     let end = event.end.clone();
     let mut claim = producer.claim(1);
-    claim.with_slot(0, |slot| *slot = Some(Arc::new(event)));
+    claim.with_slot(0, |slot| *slot.get_mut() = Some(Arc::new(event)));
     claim.publish();
     let mut st = inner.state.lock();
     st.pos = end;
@@ -340,8 +338,36 @@ fn publish(inner: &Inner, producer: &mut Producer<Slot>, event: Event) {
     while st.recent.len() > inner.config.ring_slots {
         st.recent.pop_front();
     }
+    release_passed(&mut st, producer);
     if wrapped {
         inner.laps.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Empty the ring slots that every rider aboard has read (a rider's position is the next
+/// sequence it reads, stored after it let go of the slot), so that their chunks are freed
+/// as soon as the last rider has sent them. Demoted riders may rejoin only above them.
+/// Under the state lock, like boarding and rejoining.
+fn release_passed(st: &mut State, producer: &Producer<Slot>) {
+    let Some(floor) = st
+        .riders
+        .values()
+        .filter(|r| r.mode() == MODE_SHARED)
+        .map(|r| r.position.load(Ordering::SeqCst))
+        .min()
+    else {
+        return;
+    };
+    let oldest = producer.cursor().saturating_sub(producer.capacity());
+    let mut seq = st.released_below.max(oldest);
+    while seq < floor {
+        // The event is dropped after the slot's lock is released.
+        let _event = producer.with_published(seq, |slot| slot.lock().take());
+        seq += 1;
+    }
+    st.released_below = st.released_below.max(floor);
+    while st.recent.front().is_some_and(|m| m.seq < st.released_below) {
+        st.recent.pop_front();
     }
 }
 
@@ -362,7 +388,7 @@ fn fail_all(inner: &Inner, producer: &mut Producer<Slot>, reason: &str) {
         failure: Some(reason.to_owned()),
     };
     let mut claim = producer.claim(1);
-    claim.with_slot(0, |slot| *slot = Some(Arc::new(event)));
+    claim.with_slot(0, |slot| *slot.get_mut() = Some(Arc::new(event)));
     claim.publish();
 }
 
