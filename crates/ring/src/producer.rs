@@ -62,7 +62,10 @@ impl<T> Producer<T> {
     pub fn with_published<R>(&self, sequence: u64, f: impl FnOnce(&T) -> R) -> Option<R> {
         // `announced` covers a claim dropped unpublished: it may have written the slots of
         // the oldest events, which are then no longer theirs.
-        let oldest = self.announced.max(self.next).saturating_sub(self.shared.capacity);
+        let oldest = self
+            .announced
+            .max(self.next)
+            .saturating_sub(self.shared.capacity);
         if sequence >= self.next || sequence < oldest {
             return None;
         }

@@ -331,11 +331,11 @@ impl Ride {
                 .map_err(|closed| IterError::CarouselFailed {
                     reason: closed.to_string(),
                 })?;
-            let event = batch.with_event(0, |slot| slot.lock().clone()).ok_or_else(|| {
-                IterError::CarouselFailed {
+            let event = batch
+                .with_event(0, |slot| slot.lock().clone())
+                .ok_or_else(|| IterError::CarouselFailed {
                     reason: "the scanner released a chunk before this rider read it".into(),
-                }
-            })?;
+                })?;
             let end = batch.end();
             drop(batch);
             rider.position.store(end, Ordering::SeqCst);
