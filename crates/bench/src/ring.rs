@@ -4,7 +4,7 @@
 //!
 //! - `spindle`: the producer claims up to `--batch` slots at once and writes the events in
 //!   place; each consumer reads the published batch in place (no copy, one wake-up per
-//!   batch). Blocking wait strategy: spin briefly, then park.
+//!   batch). Blocking wait strategy: spin briefly, yield a few times, then park.
 //! - `crossbeam-channel`: one bounded channel per consumer; every event is sent K times,
 //!   one `send` (and one `recv`) per event per consumer, each a 64-byte copy.
 //! - `crossbeam-batched`: one bounded channel per consumer carrying `Arc<Vec<Event>>`
@@ -15,6 +15,12 @@
 //! - `disruptor`: the `disruptor` crate, `batch_publish` of `--batch` events, K handlers on
 //!   threads it manages, busy-spinning (it has no blocking strategy) — on 2 cores the
 //!   spinning threads take the time slices the others need.
+//! - `limit`: the machine's limit for this work, nothing handed over. The producer builds
+//!   every event into a ring-sized buffer of its own, lap after lap, and each consumer
+//!   checks as many events read from a ring-sized buffer of its own (built beforehand, the
+//!   sequence numbers continued lap after lap), all threads at once: the same work per
+//!   event as the other systems with no synchronisation, so no system that hands events
+//!   over between threads can beat it. Its checksum is that of the consumers' own buffers.
 //!
 //! Every consumer checks that it saw every event once, in order, and the checksums must
 //! agree, so a system cannot win by dropping work. CPU time is the process's user+system
@@ -39,11 +45,12 @@ use crate::report::{
     Target,
 };
 
-const SYSTEMS: [&str; 4] = [
+const SYSTEMS: [&str; 5] = [
     "spindle",
     "crossbeam-channel",
     "crossbeam-batched",
     "disruptor",
+    "limit",
 ];
 
 /// Options of `spindle bench ring`.
@@ -63,11 +70,11 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     pub consumers: Vec<usize>,
     /// Systems to measure, comma-separated (spindle, crossbeam-channel, crossbeam-batched,
-    /// disruptor).
+    /// disruptor, limit).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "spindle,crossbeam-channel,crossbeam-batched,disruptor"
+        default_value = "spindle,crossbeam-channel,crossbeam-batched,disruptor,limit"
     )]
     pub systems: Vec<String>,
     /// Rounds: every system runs once per round and consumer count, in an order rotated each
@@ -112,9 +119,16 @@ struct Check {
 impl Check {
     #[inline]
     fn see(&mut self, event: &Event) {
-        assert_eq!(event.seq, self.next, "event out of order or lost");
+        self.see_shifted(event, 0);
+    }
+
+    /// `see` of an event whose sequence number is `shift` more than the one it carries.
+    #[inline]
+    fn see_shifted(&mut self, event: &Event, shift: u64) {
+        let seq = event.seq + shift;
+        assert_eq!(seq, self.next, "event out of order or lost");
         self.next += 1;
-        self.sum = self.sum.wrapping_add(event.payload[event.seq as usize % 7]);
+        self.sum = self.sum.wrapping_add(event.payload[seq as usize % 7]);
     }
 }
 
@@ -177,6 +191,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
 /// One system with `k` consumers, checked.
 fn measure(args: &Args, system: &str, k: usize, batch: u64, expected: u64) -> anyhow::Result<Row> {
+    let expected = if system == "limit" {
+        limit_sum(args.events, args.capacity)
+    } else {
+        expected
+    };
     let cpu_before = process_cpu_seconds()?;
     let started = Instant::now();
     let sums = match system {
@@ -184,6 +203,7 @@ fn measure(args: &Args, system: &str, k: usize, batch: u64, expected: u64) -> an
         "crossbeam-channel" => run_crossbeam(args.events, k, args.capacity),
         "crossbeam-batched" => run_crossbeam_batched(args.events, k, args.capacity, batch),
         "disruptor" => run_disruptor(args.events, k, args.capacity, batch as usize),
+        "limit" => run_limit(args.events, k, args.capacity),
         other => anyhow::bail!("unknown system {other:?}"),
     };
     let seconds = started.elapsed().as_secs_f64();
@@ -227,8 +247,42 @@ fn verdicts(consumers: &[usize], rounds: &[Vec<Row>]) -> Vec<Summary> {
                 Target::AtLeast(bar),
             ));
         }
+        // How far above the stronger peer the machine allows any ring to be: below the
+        // bar, the target against that peer is out of reach on this machine.
+        let bar = if k >= 4 { 3.0 } else { 1.0 };
+        let ceiling = per_round(rounds, |rows| {
+            Some(
+                find(rows, "limit", k)?.events_per_s
+                    / find(rows, "crossbeam-batched", k)?.events_per_s,
+            )
+        });
+        out.extend(Summary::judge(
+            &format!("{k} consumers: limit / crossbeam-batched (events/s; the ceiling of spindle's ratio)"),
+            &ceiling,
+            Target::AtLeast(bar),
+        ));
     }
     out
+}
+
+/// The checksum of a consumer of `limit`: a ring-sized buffer read lap after lap.
+fn limit_sum(events: u64, capacity: usize) -> u64 {
+    let buf: Vec<Event> = (0..capacity as u64).map(Event::new).collect();
+    let mut check = Check::default();
+    check_laps(&buf, events, &mut check);
+    check.sum
+}
+
+/// Check `events` events read from `buf` lap after lap, the sequence numbers continued.
+fn check_laps(buf: &[Event], events: u64, check: &mut Check) {
+    let mut seen = 0;
+    while seen < events {
+        let n = (events - seen).min(buf.len() as u64) as usize;
+        for event in &buf[..n] {
+            check.see_shifted(event, seen);
+        }
+        seen += n as u64;
+    }
 }
 
 fn expected_sum(events: u64) -> u64 {
@@ -363,6 +417,35 @@ fn run_crossbeam_batched(events: u64, k: usize, capacity: usize, batch: u64) -> 
             sent += n;
         }
         drop(senders);
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// The work of the other systems with nothing handed over (see the module's doc): the
+/// producer writes every event into its own ring-sized buffer, each consumer checks its own
+/// ring-sized buffer lap after lap, all at once.
+fn run_limit(events: u64, k: usize, capacity: usize) -> Vec<u64> {
+    let template: Vec<Event> = (0..capacity as u64).map(Event::new).collect();
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..k)
+            .map(|_| {
+                let buf = template.clone();
+                s.spawn(move || {
+                    let mut check = Check::default();
+                    check_laps(&buf, events, &mut check);
+                    check.sum
+                })
+            })
+            .collect();
+        let mut buf = vec![Event::default(); capacity];
+        let mask = capacity as u64 - 1;
+        for seq in 0..events {
+            buf[(seq & mask) as usize] = Event::new(seq);
+            if seq & mask == mask {
+                std::hint::black_box(&mut buf);
+            }
+        }
+        std::hint::black_box(&buf);
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     })
 }

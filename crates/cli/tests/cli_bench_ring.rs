@@ -20,6 +20,7 @@ fn bench_ring_rotates_rounds_and_prints_summaries() {
         "crossbeam-channel",
         "crossbeam-batched",
         "disruptor",
+        "limit",
     ];
     assert_eq!(rows.len(), 3 * 2 * order.len(), "{rows:#?}");
     for round in 0..3usize {
@@ -46,6 +47,9 @@ fn bench_ring_rotates_rounds_and_prints_summaries() {
         for peer in ["crossbeam-batched", "crossbeam-channel", "disruptor"] {
             expected.push(format!("{k} consumers: spindle / {peer} (events/s)"));
         }
+        expected.push(format!(
+            "{k} consumers: limit / crossbeam-batched (events/s; the ceiling of spindle's ratio)"
+        ));
     }
     assert_eq!(names, expected);
     for s in &summaries {

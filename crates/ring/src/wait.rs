@@ -9,7 +9,8 @@ use crate::sync::{fence, lock, spin_hint, yield_now, AtomicUsize, Condvar, Mutex
 /// How a consumer waits for events and a producer waits for space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WaitStrategy {
-    /// Spin briefly, then park until woken (the default: idle threads use no CPU).
+    /// Spin briefly, yield the core a few times, then park until woken (the default: idle
+    /// threads use no CPU once parked).
     #[default]
     Blocking,
     /// Spin briefly, yield the core a number of times, then park.
@@ -17,6 +18,9 @@ pub enum WaitStrategy {
     /// Spin for a long bounded time (lowest latency when cores are free), then park.
     Spinning,
 }
+
+/// `yield_now` calls of `Blocking` between its spins and parking.
+const BLOCKING_YIELDS: u32 = 4;
 
 impl WaitStrategy {
     /// Busy-wait iterations before yielding or parking.
@@ -36,7 +40,12 @@ impl WaitStrategy {
             return 0;
         }
         match self {
-            Self::Blocking | Self::Spinning => 0,
+            // A few yields before parking let the thread being waited for run first when
+            // threads outnumber cores: with 4 consumers on 2 cores, parking at once made
+            // every batch a futex wake-up per consumer and halved the ring's throughput
+            // (docs/benchmarks/ring.md, "Yields before parking").
+            Self::Blocking => BLOCKING_YIELDS,
+            Self::Spinning => 0,
             Self::Yielding => 256,
         }
     }
