@@ -1,9 +1,10 @@
 //! Iteration frames: the bytes an iteration streams to its consumer (docs/iteration.md).
 //!
 //! ```text
-//! version frame:  tag 0x01 | flags u8 | index u64 LE | key_len u16 LE | item key
+//! version frame:  tag 0x01 | flags u8 | index u64 LE | [key_len u16 LE | item key]
 //!                 | [value_len u32 LE | value]        -- only when flags bit 1 is set
-//!   flags: bit 0 tombstone, bit 1 value present, bit 2 value is a projection
+//!   flags: bit 0 tombstone, bit 1 value present, bit 2 value is a projection,
+//!          bit 3 same item as the version frame before it in the buffer (no key)
 //! end frame:      tag 0x02 | cut u64 LE | range lo u64 LE | range hi u64 LE | frames u64 LE
 //! ```
 //!
@@ -17,7 +18,11 @@ pub const TAG_END: u8 = 0x02;
 pub const FLAG_TOMBSTONE: u8 = 1 << 0;
 pub const FLAG_VALUE: u8 = 1 << 1;
 pub const FLAG_PROJECTED: u8 = 1 << 2;
-const FLAGS_KNOWN: u8 = FLAG_TOMBSTONE | FLAG_VALUE | FLAG_PROJECTED;
+/// The frame is another version of the item of the version frame before it in the same
+/// buffer, and carries no key: most items have several versions, and their keys were most
+/// of a frame's bytes besides the value.
+pub const FLAG_SAME_ITEM: u8 = 1 << 3;
+const FLAGS_KNOWN: u8 = FLAG_TOMBSTONE | FLAG_VALUE | FLAG_PROJECTED | FLAG_SAME_ITEM;
 /// Bytes of an end frame.
 pub const END_FRAME_BYTES: usize = 1 + 8 * 4;
 
@@ -53,6 +58,7 @@ pub enum Frame {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameRef<'a> {
     Version {
+        /// The value flags (`FLAG_SAME_ITEM` is resolved into `key` and left out).
         flags: u8,
         index: Index,
         /// The core item-key encoding (not validated here; `to_owned_frame` does).
@@ -104,6 +110,20 @@ pub fn encode_version(
     let key_len = u16::try_from(key.len()).expect("item keys are below 64 KiB");
     out.extend_from_slice(&key_len.to_le_bytes());
     out.extend_from_slice(key);
+    encode_value(out, value);
+}
+
+/// Append a version frame of the same item as the version frame before it in `out`: the
+/// key is left out (`FLAG_SAME_ITEM`), and a decoder takes it from that frame.
+pub fn encode_same_item_version(out: &mut Vec<u8>, flags: u8, index: Index, value: Option<&[u8]>) {
+    debug_assert_eq!(flags & FLAG_VALUE != 0, value.is_some());
+    out.push(TAG_VERSION);
+    out.push(flags | FLAG_SAME_ITEM);
+    out.extend_from_slice(&index.get().to_le_bytes());
+    encode_value(out, value);
+}
+
+fn encode_value(out: &mut Vec<u8>, value: Option<&[u8]>) {
     if let Some(v) = value {
         let len = u32::try_from(v.len()).expect("values are below 4 GiB");
         out.extend_from_slice(&len.to_le_bytes());
@@ -133,11 +153,17 @@ pub struct FrameError {
 pub struct FrameReader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// The key of the last version frame, for the same-item frames after it.
+    last_key: Option<&'a [u8]>,
 }
 
 impl<'a> FrameReader<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
-        FrameReader { buf, pos: 0 }
+        FrameReader {
+            buf,
+            pos: 0,
+            last_key: None,
+        }
     }
 
     /// Offset of the next frame in the buffer (its length once every frame was read).
@@ -190,9 +216,17 @@ impl<'a> FrameReader<'a> {
                     return Err(bad("unknown flags"));
                 }
                 let index = Index::new(self.u64(start)?);
-                let key_len = self.take(2, "short key length", start)?;
-                let key_len = u16::from_le_bytes([key_len[0], key_len[1]]) as usize;
-                let key = self.take(key_len, "short key", start)?;
+                let key = if flags & FLAG_SAME_ITEM != 0 {
+                    self.last_key
+                        .ok_or(bad("same-item frame with no version frame before it"))?
+                } else {
+                    let key_len = self.take(2, "short key length", start)?;
+                    let key_len = u16::from_le_bytes([key_len[0], key_len[1]]) as usize;
+                    let key = self.take(key_len, "short key", start)?;
+                    self.last_key = Some(key);
+                    key
+                };
+                let flags = flags & !FLAG_SAME_ITEM;
                 let value = if flags & FLAG_VALUE != 0 {
                     let len = self.take(4, "short value length", start)?;
                     let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
@@ -287,6 +321,53 @@ mod tests {
                 }),
                 Frame::End(end),
             ]
+        );
+    }
+
+    #[test]
+    fn same_item_frames_take_the_key_of_the_frame_before() {
+        let a = ItemKey::node("a").unwrap().to_bytes();
+        let b = ItemKey::edge("a", "knows", "b").unwrap().to_bytes();
+        let mut buf = Vec::new();
+        encode_version(&mut buf, FLAG_VALUE, Index::new(1), &a, Some(b"{}"));
+        encode_same_item_version(&mut buf, FLAG_TOMBSTONE, Index::new(2), None);
+        encode_version(&mut buf, 0, Index::new(3), &b, None);
+        encode_same_item_version(&mut buf, FLAG_VALUE, Index::new(4), Some(b"[]"));
+        let got: Vec<_> = FrameReader::new(&buf)
+            .map(|f| f.unwrap())
+            .collect::<Vec<_>>();
+        let keys: Vec<_> = got
+            .iter()
+            .map(|f| match f {
+                Frame::Version(v) => (v.key.to_bytes(), v.index.get(), v.tombstone),
+                Frame::End(_) => unreachable!(),
+            })
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                (a.clone(), 1, false),
+                (a, 2, true),
+                (b.clone(), 3, false),
+                (b, 4, false)
+            ]
+        );
+        // Borrowed frames carry the value flags only.
+        let mut reader = FrameReader::new(&buf);
+        reader.next_ref();
+        let Some(Ok(FrameRef::Version { flags, .. })) = reader.next_ref() else {
+            panic!("a version frame")
+        };
+        assert_eq!(flags, FLAG_TOMBSTONE);
+        // Without a frame before it, a same-item frame has no key: refused.
+        let mut alone = Vec::new();
+        encode_same_item_version(&mut alone, 0, Index::new(5), None);
+        assert_eq!(
+            FrameReader::new(&alone).next().unwrap().unwrap_err(),
+            FrameError {
+                offset: 0,
+                reason: "same-item frame with no version frame before it"
+            }
         );
     }
 

@@ -182,9 +182,7 @@ pub struct Iteration<'v> {
     item: Vec<u8>,
     /// latest-only: the newest wanted version of `item` seen so far.
     pending: Option<(Index, Vec<u8>)>,
-    key_buf: Vec<u8>,
-    /// `key_buf` holds the core encoding of `item` (made once per item, when first sent).
-    key_ready: bool,
+    key: ItemKeyState,
     /// A value buffer kept for the next `pending` (latest-only), so it is not reallocated.
     spare: Vec<u8>,
     stats: IterStats,
@@ -241,8 +239,7 @@ impl DiskView {
             req: checked,
             item: Vec::new(),
             pending: None,
-            key_buf: Vec::new(),
-            key_ready: false,
+            key: ItemKeyState::default(),
             spare: Vec::new(),
             stats: IterStats::default(),
             done: false,
@@ -275,6 +272,8 @@ impl Iteration<'_> {
     pub fn fill(&mut self, out: &mut Vec<u8>, bytes_max: usize) -> Result<bool, IterError> {
         let start_len = out.len();
         let limit = start_len.saturating_add(bytes_max.max(1));
+        // Each batch is decoded on its own: its first frame carries its key.
+        self.key.sent = false;
         while !self.done && out.len() < limit {
             self.step(out)?;
         }
@@ -299,18 +298,14 @@ impl Iteration<'_> {
         self.stats.versions_scanned += 1;
         if parts.prefix != self.item.as_slice() {
             if let Some((index, value)) = self.pending.take() {
-                let mut frame = FrameOut::new(
-                    view,
-                    &self.req,
-                    (&mut self.key_buf, &mut self.key_ready),
-                    out,
-                );
+                let mut frame = FrameOut::new(view, &self.req, &mut self.key, out);
                 frame.emit(&self.item, index, &value, &mut self.stats)?;
                 self.spare = value;
             }
             self.item.clear();
             self.item.extend_from_slice(parts.prefix);
-            self.key_ready = false;
+            self.key.ready = false;
+            self.key.sent = false;
         }
         if parts.index >= self.req.from && parts.index <= self.req.cut {
             let value = self.it.value().expect("a valid iterator has a value");
@@ -323,12 +318,7 @@ impl Iteration<'_> {
                 buf.extend_from_slice(value);
                 self.pending = Some((parts.index, buf));
             } else {
-                let mut frame = FrameOut::new(
-                    view,
-                    &self.req,
-                    (&mut self.key_buf, &mut self.key_ready),
-                    out,
-                );
+                let mut frame = FrameOut::new(view, &self.req, &mut self.key, out);
                 frame.emit(&self.item, parts.index, value, &mut self.stats)?;
             }
         }
@@ -354,12 +344,7 @@ impl Iteration<'_> {
 
     fn flush_pending(&mut self, out: &mut Vec<u8>) -> Result<(), IterError> {
         if let Some((index, value)) = self.pending.take() {
-            let mut frame = FrameOut::new(
-                self.view,
-                &self.req,
-                (&mut self.key_buf, &mut self.key_ready),
-                out,
-            );
+            let mut frame = FrameOut::new(self.view, &self.req, &mut self.key, out);
             frame.emit(&self.item, index, &value, &mut self.stats)?;
         }
         Ok(())
@@ -378,12 +363,23 @@ impl Iteration<'_> {
     }
 }
 
+/// The item under the cursor's key, as frames carry it.
+#[derive(Debug, Default)]
+struct ItemKeyState {
+    /// The core encoding of the item (made once per item, when first sent).
+    buf: Vec<u8>,
+    /// `buf` holds the current item's key.
+    ready: bool,
+    /// The last version frame in the buffer being filled is of the current item, so the
+    /// next one is a same-item frame (no key).
+    sent: bool,
+}
+
 /// Encodes version frames for one iteration's filters.
 struct FrameOut<'a> {
     view: &'a DiskView,
     req: &'a Checked,
-    key_buf: &'a mut Vec<u8>,
-    key_ready: &'a mut bool,
+    key: &'a mut ItemKeyState,
     out: &'a mut Vec<u8>,
 }
 
@@ -391,14 +387,13 @@ impl<'a> FrameOut<'a> {
     fn new(
         view: &'a DiskView,
         req: &'a Checked,
-        (key_buf, key_ready): (&'a mut Vec<u8>, &'a mut bool),
+        key: &'a mut ItemKeyState,
         out: &'a mut Vec<u8>,
     ) -> Self {
         FrameOut {
             view,
             req,
-            key_buf,
-            key_ready,
+            key,
             out,
         }
     }
@@ -414,11 +409,12 @@ impl<'a> FrameOut<'a> {
     ) -> Result<(), IterError> {
         let value = keys::split_value(stored)
             .ok_or_else(|| self.view.corrupt(format!("bad value tag at {index}")))?;
-        if !*self.key_ready {
-            self.key_buf.clear();
-            keys::transcode_item(item, self.key_buf)
+        let key = &mut *self.key;
+        if !key.ready {
+            key.buf.clear();
+            keys::transcode_item(item, &mut key.buf)
                 .ok_or_else(|| self.view.corrupt(format!("bad key {item:?}")))?;
-            *self.key_ready = true;
+            key.ready = true;
         }
         let projected;
         let (flags, body): (u8, Option<&[u8]>) = match value {
@@ -436,7 +432,12 @@ impl<'a> FrameOut<'a> {
                 }
             },
         };
-        frame::encode_version(self.out, flags, index, self.key_buf, body);
+        if key.sent {
+            frame::encode_same_item_version(self.out, flags, index, body);
+        } else {
+            frame::encode_version(self.out, flags, index, &key.buf, body);
+            key.sent = true;
+        }
         stats.frames += 1;
         Ok(())
     }

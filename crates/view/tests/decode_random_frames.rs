@@ -12,13 +12,16 @@ use mutate::cases;
 use proptest::prelude::*;
 use spindle_core::{Index, ItemKey, Partition};
 use spindle_view::frame::{
-    encode_end, encode_version, EndFrame, Frame, FrameReader, FrameRef, FLAG_PROJECTED,
-    FLAG_TOMBSTONE, FLAG_VALUE,
+    encode_end, encode_same_item_version, encode_version, EndFrame, Frame, FrameReader, FrameRef,
+    FLAG_PROJECTED, FLAG_SAME_ITEM, FLAG_TOMBSTONE, FLAG_VALUE, TAG_VERSION,
 };
 
 #[derive(Clone, Debug)]
 enum Spec {
     Version {
+        /// Encoded as a same-item frame (no key) when a version frame comes before it; it
+        /// then has that frame's key.
+        same: bool,
         flags: u8,
         index: u64,
         key: ItemKey,
@@ -42,8 +45,9 @@ fn spec() -> impl Strategy<Value = Spec> {
         any::<u64>(),
         key(),
         proptest::option::of("[ -~]{0,16}"),
+        any::<bool>(),
     )
-        .prop_map(|(tombstone, projected, index, key, value)| {
+        .prop_map(|(tombstone, projected, index, key, value, same)| {
             let mut flags = 0;
             if tombstone {
                 flags |= FLAG_TOMBSTONE;
@@ -55,6 +59,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 flags |= FLAG_VALUE;
             }
             Spec::Version {
+                same,
                 flags,
                 index,
                 key,
@@ -73,29 +78,44 @@ fn spec() -> impl Strategy<Value = Spec> {
 
 fn encode(specs: &[Spec]) -> Vec<u8> {
     let mut out = Vec::new();
+    let mut after_version = false;
     for s in specs {
         match s {
             Spec::Version {
+                same,
                 flags,
                 index,
                 key,
                 value,
-            } => encode_version(
-                &mut out,
-                *flags,
-                Index::new(*index),
-                &key.to_bytes(),
-                value.as_deref().map(str::as_bytes),
-            ),
+            } => {
+                let value = value.as_deref().map(str::as_bytes);
+                if *same && after_version {
+                    encode_same_item_version(&mut out, *flags, Index::new(*index), value);
+                } else {
+                    encode_version(&mut out, *flags, Index::new(*index), &key.to_bytes(), value);
+                }
+                after_version = true;
+            }
             Spec::End(end) => encode_end(&mut out, end),
         }
     }
     out
 }
 
-fn encode_ref(frame: &FrameRef<'_>) -> Vec<u8> {
+/// Whether the frame at the start of `bytes` is a same-item version frame.
+fn same_item(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&TAG_VERSION) && bytes.get(1).is_some_and(|f| f & FLAG_SAME_ITEM != 0)
+}
+
+fn encode_ref(frame: &FrameRef<'_>, same: bool) -> Vec<u8> {
     let mut out = Vec::new();
     match *frame {
+        FrameRef::Version {
+            flags,
+            index,
+            value,
+            ..
+        } if same => encode_same_item_version(&mut out, flags, index, value),
         FrameRef::Version {
             flags,
             index,
@@ -107,7 +127,7 @@ fn encode_ref(frame: &FrameRef<'_>) -> Vec<u8> {
     out
 }
 
-fn encode_owned(frame: &Frame) -> Vec<u8> {
+fn encode_owned(frame: &Frame, same: bool) -> Vec<u8> {
     let mut out = Vec::new();
     match frame {
         Frame::Version(v) => {
@@ -121,13 +141,12 @@ fn encode_owned(frame: &Frame) -> Vec<u8> {
             if v.value.is_some() {
                 flags |= FLAG_VALUE;
             }
-            encode_version(
-                &mut out,
-                flags,
-                v.index,
-                &v.key.to_bytes(),
-                v.value.as_deref().map(str::as_bytes),
-            );
+            let value = v.value.as_deref().map(str::as_bytes);
+            if same {
+                encode_same_item_version(&mut out, flags, v.index, value);
+            } else {
+                encode_version(&mut out, flags, v.index, &v.key.to_bytes(), value);
+            }
         }
         Frame::End(end) => encode_end(&mut out, end),
     }
@@ -145,9 +164,11 @@ fn check_stream(buf: &[u8]) -> Result<(), TestCaseError> {
         prop_assert!(frames <= buf.len(), "every frame consumes bytes");
         match item {
             Ok(frame) => {
-                prop_assert_eq!(&encode_ref(&frame)[..], &buf[start..reader.offset()]);
+                let bytes = &buf[start..reader.offset()];
+                let same = same_item(bytes);
+                prop_assert_eq!(&encode_ref(&frame, same)[..], bytes);
                 if let Ok(owned) = frame.to_owned_frame() {
-                    prop_assert_eq!(&encode_owned(&owned)[..], &buf[start..reader.offset()]);
+                    prop_assert_eq!(&encode_owned(&owned, same)[..], bytes);
                 }
             }
             Err(e) => {
@@ -182,7 +203,18 @@ proptest! {
         let buf = encode(&specs);
         let frames: Vec<Frame> = FrameReader::new(&buf).collect::<Result<_, _>>().unwrap();
         prop_assert_eq!(frames.len(), specs.len());
-        let again: Vec<u8> = frames.iter().flat_map(encode_owned).collect();
+        // A same-item frame decodes with the key of the version frame before it.
+        let mut last_key = None;
+        let mut again = Vec::new();
+        for (frame, spec) in frames.iter().zip(&specs) {
+            let same = matches!(spec, Spec::Version { same: true, .. }) && last_key.is_some();
+            if let (Frame::Version(v), Spec::Version { key, .. }) = (frame, spec) {
+                let want = if same { last_key.clone().unwrap() } else { key.clone() };
+                prop_assert_eq!(&v.key, &want);
+                last_key = Some(want);
+            }
+            again.extend(encode_owned(frame, same));
+        }
         prop_assert_eq!(again, buf);
     }
 

@@ -104,3 +104,61 @@ proptest! {
         run(Partition::nth(i % n, n), txns, requests);
     }
 }
+
+/// Every version frame after the first of its item in a batch leaves the key out (a
+/// same-item frame), and the first frame of every batch carries its key: in one large
+/// batch the keys sent are exactly the items; in small batches each batch starts with one.
+#[test]
+fn an_item_key_is_sent_once_per_item_and_batch() {
+    use spindle_view::frame::{FrameReader, FrameRef, FLAG_SAME_ITEM, TAG_VERSION};
+    let dir = tempfile::tempdir().unwrap();
+    let records = random_records(&mut common::Rng::new(11), 400, 30);
+    let view = view_with(dir.path(), Partition::ALL, &records);
+    let versions: usize = records.iter().map(Vec::len).sum();
+    let items = versions_upto(&records, view.applied_index(), Partition::ALL).len();
+    assert!(
+        versions > 2 * items,
+        "the test needs items with several versions"
+    );
+    // (frames, frames carrying a key) of every batch of an iteration in `bytes_max` batches.
+    let batches = |bytes_max: usize| {
+        let mut it = view.iterate(&IterRequest::range(Partition::ALL)).unwrap();
+        let mut out = Vec::new();
+        loop {
+            let mut buf = Vec::new();
+            let done = it.fill(&mut buf, bytes_max).unwrap();
+            let (mut frames, mut keyed) = (0, 0);
+            let mut reader = FrameReader::new(&buf);
+            let mut at = 0;
+            while let Some(frame) = reader.next_ref() {
+                if let FrameRef::Version { .. } = frame.unwrap() {
+                    assert_eq!(buf[at], TAG_VERSION);
+                    frames += 1;
+                    if buf[at + 1] & FLAG_SAME_ITEM == 0 {
+                        keyed += 1;
+                    } else {
+                        assert!(frames > 1, "a batch must start with a key");
+                    }
+                }
+                at = reader.offset();
+            }
+            out.push((frames, keyed));
+            if done {
+                return out;
+            }
+        }
+    };
+    let one = batches(64 << 20);
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0], (versions, items));
+    let small = batches(256);
+    assert!(small.len() > 10, "{}", small.len());
+    let frames: usize = small.iter().map(|b| b.0).sum();
+    let keyed: usize = small.iter().map(|b| b.1).sum();
+    assert_eq!(frames, versions);
+    // At most one more key per batch than items: a batch that starts inside an item.
+    assert!(
+        keyed >= items && keyed <= items + small.len(),
+        "{keyed} keys"
+    );
+}

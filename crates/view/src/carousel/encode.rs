@@ -225,6 +225,9 @@ pub(crate) struct ChunkBuilder {
     pub filter: Filter,
     pub buf: Vec<u8>,
     pub meta: ChunkMeta,
+    /// Where in `buf` the key of the last version frame is: a frame of the same item after
+    /// it is a same-item frame (no key).
+    last_key: Option<Range<usize>>,
 }
 
 impl ChunkBuilder {
@@ -240,6 +243,7 @@ impl ChunkBuilder {
                 hash_last: 0,
                 cut,
             },
+            last_key: None,
         }
     }
 
@@ -297,7 +301,7 @@ impl ChunkBuilder {
                 }
             },
         };
-        frame::encode_version(&mut self.buf, flags, index, core_key, body);
+        self.push_frame(flags, index, core_key, body);
         let meta = &mut self.meta;
         if meta.frames == 0 {
             meta.hash_first = hash;
@@ -306,6 +310,18 @@ impl ChunkBuilder {
         meta.index_max = meta.index_max.max(index);
         meta.frames += 1;
         Ok(())
+    }
+
+    /// Append a version frame, without its key if the frame before it is of the same item.
+    fn push_frame(&mut self, flags: u8, index: Index, core_key: &[u8], body: Option<&[u8]>) {
+        push_version(
+            &mut self.buf,
+            &mut self.last_key,
+            flags,
+            index,
+            core_key,
+            body,
+        );
     }
 
     pub fn finish(self) -> (Bytes, ChunkMeta) {
@@ -358,9 +374,16 @@ pub(crate) fn trim(
     let mut frames = 0;
     let mut reader = FrameReader::new(chunk);
     let mut start = 0;
+    let mut last_key = None;
     while let Some(frame) = reader.next_ref() {
         let end = reader.offset();
-        let FrameRef::Version { index, key, .. } = frame? else {
+        let FrameRef::Version {
+            flags,
+            index,
+            key,
+            value,
+        } = frame?
+        else {
             unreachable!("shared chunks hold version frames only")
         };
         let hash = frame_hash(key).ok_or(FrameError {
@@ -369,12 +392,35 @@ pub(crate) fn trim(
         })?;
         if index <= cut && range.contains(hash) {
             debug_assert_eq!(chunk[start], TAG_VERSION);
-            out.extend_from_slice(&chunk[start..end]);
+            // Encoded again rather than copied: a same-item frame whose item's first frame
+            // was left out must carry the key.
+            push_version(&mut out, &mut last_key, flags, index, key, value);
             frames += 1;
         }
         start = end;
     }
     Ok((out, frames))
+}
+
+/// Append a version frame to `out`, without its key when `last_key` (where the key of the
+/// last version frame in `out` is) holds the same key; `last_key` then points at this
+/// frame's key.
+fn push_version(
+    out: &mut Vec<u8>,
+    last_key: &mut Option<Range<usize>>,
+    flags: u8,
+    index: Index,
+    key: &[u8],
+    value: Option<&[u8]>,
+) {
+    if last_key.as_ref().is_some_and(|r| &out[r.clone()] == key) {
+        frame::encode_same_item_version(out, flags, index, value);
+    } else {
+        // The key starts after the tag, the flags, the index and the key length.
+        let at = out.len() + 12;
+        frame::encode_version(out, flags, index, key, value);
+        *last_key = Some(at..at + key.len());
+    }
 }
 
 #[cfg(test)]
