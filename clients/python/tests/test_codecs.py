@@ -46,6 +46,40 @@ def version_frame(flags: int, index: int, key: spindle.Key, value: bytes | None)
     return out
 
 
+def same_item_frame(flags: int, index: int, value: bytes | None) -> bytes:
+    out = struct.pack("<BBQ", 1, flags | 0b1000, index)
+    if value is not None:
+        out += struct.pack("<I", len(value)) + value
+    return out
+
+
+def test_same_item_frames_take_the_key_of_the_frame_before() -> None:
+    chunk = (
+        version_frame(0b010, 1, Edge("a", "l", "b"), b"{}")
+        + same_item_frame(0b001, 2, None)
+        + same_item_frame(0b010, 3, b'{"n":1}')
+        + version_frame(0b000, 4, Node("c"), None)
+        + same_item_frame(0b000, 5, None)
+    )
+    frames = list(decode_frames(chunk, "disk-0"))
+    assert frames == [
+        Frame(Edge("a", "l", "b"), 1, False, {}, "{}"),
+        Frame(Edge("a", "l", "b"), 2, True, None, None),
+        Frame(Edge("a", "l", "b"), 3, False, {"n": 1}, '{"n":1}'),
+        Frame(Node("c"), 4, False, None, None),
+        Frame(Node("c"), 5, False, None, None),
+    ]
+    end = struct.pack("<BQQQQ", 2, 9, 0, 1, 1)
+    for bad in (
+        same_item_frame(0b000, 1, None),
+        version_frame(0b000, 1, Node("a"), None) + end + same_item_frame(0b000, 2, None),
+        version_frame(0b000, 1, Node("a"), None) + same_item_frame(0b011, 2, b"{}"),
+        version_frame(0b000, 1, Node("a"), None) + same_item_frame(0b010, 2, b"{}")[:-1],
+    ):
+        with pytest.raises(spindle.ProtocolError):
+            list(decode_frames(bad, "disk-0"))
+
+
 def test_frames_decode_as_documented() -> None:
     chunk = (
         version_frame(0b010, 7, Node("a"), b'{"n":12345678901234567890}')

@@ -153,7 +153,8 @@ pub struct FrameError {
 pub struct FrameReader<'a> {
     buf: &'a [u8],
     pos: usize,
-    /// The key of the last version frame, for the same-item frames after it.
+    /// The key of the last version frame since the start or the last end frame, for the
+    /// same-item frames after it.
     last_key: Option<&'a [u8]>,
 }
 
@@ -242,6 +243,8 @@ impl<'a> FrameReader<'a> {
                 })
             }
             TAG_END => {
+                // A stream ends here: a same-item frame after it has no item before it.
+                self.last_key = None;
                 let cut = Index::new(self.u64(start)?);
                 let lo = self.u64(start)?;
                 let hi = self.u64(start)?;

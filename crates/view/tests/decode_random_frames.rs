@@ -96,7 +96,10 @@ fn encode(specs: &[Spec]) -> Vec<u8> {
                 }
                 after_version = true;
             }
-            Spec::End(end) => encode_end(&mut out, end),
+            Spec::End(end) => {
+                encode_end(&mut out, end);
+                after_version = false;
+            }
         }
     }
     out
@@ -212,6 +215,8 @@ proptest! {
                 let want = if same { last_key.clone().unwrap() } else { key.clone() };
                 prop_assert_eq!(&v.key, &want);
                 last_key = Some(want);
+            } else {
+                last_key = None;
             }
             again.extend(encode_owned(frame, same));
         }

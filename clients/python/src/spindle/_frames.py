@@ -1,10 +1,12 @@
 """Decoding what the gRPC surface streams: iteration frames (docs/iteration.md, "Frames")
 and log records.
 
-A version frame is `0x01 | flags u8 | index u64 | key_len u16 | key | [value_len u32 |
+A version frame is `0x01 | flags u8 | index u64 | [key_len u16 | key] | [value_len u32 |
 value]`, the end frame `0x02 | cut u64 | range lo u64 | range hi u64 | frames u64`, all
-integers little-endian. Unknown tags or flags and short frames are refused with the byte
-offset, as the node's own decoder does.
+integers little-endian. A version frame with flag bit 3 (same item) carries no key: it is
+another version of the item of the version frame before it in the same chunk. Unknown tags
+or flags, short frames and a same-item frame with no version frame before it are refused
+with the byte offset, as the node's own decoder does.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from ._keys import Key, decode_key
 FLAG_TOMBSTONE = 0b001
 FLAG_VALUE = 0b010
 FLAG_PROJECTION = 0b100
+FLAG_SAME_ITEM = 0b1000
 TAG_VERSION = 0x01
 TAG_END = 0x02
 
-_VERSION_HEAD = struct.Struct("<BBQH")
+_VERSION_HEAD = struct.Struct("<BBQ")
+_U16 = struct.Struct("<H")
 _END = struct.Struct("<BQQQQ")
 _U32 = struct.Struct("<I")
 
@@ -68,6 +72,7 @@ def decode_frames(chunk: bytes, view: str) -> Iterator[Union[Frame, End]]:
     """The frames of one `FrameChunk` (whole frames only)."""
     data = memoryview(chunk)
     at = 0
+    last_key: Key | None = None
     while at < len(data):
         tag = data[at]
         if tag == TAG_END:
@@ -76,20 +81,34 @@ def decode_frames(chunk: bytes, view: str) -> Iterator[Union[Frame, End]]:
             _, cut, lo, hi, frames = _END.unpack_from(data, at)
             yield End(view, cut, lo, hi, frames)
             at += _END.size
+            last_key = None
             continue
         if tag != TAG_VERSION:
             raise ProtocolError(f"unknown frame tag {tag:#x} at byte {at}")
         if at + _VERSION_HEAD.size > len(data):
             raise ProtocolError(f"version frame cut short at byte {at}")
-        _, flags, index, key_len = _VERSION_HEAD.unpack_from(data, at)
-        if flags & ~0b111 or (flags & FLAG_TOMBSTONE and flags & ~FLAG_TOMBSTONE):
+        _, flags, index = _VERSION_HEAD.unpack_from(data, at)
+        value_flags = flags & ~FLAG_SAME_ITEM
+        if flags & ~0b1111 or (value_flags & FLAG_TOMBSTONE and value_flags & ~FLAG_TOMBSTONE):
             raise ProtocolError(f"bad frame flags {flags:#b} at byte {at}")
-        key_at = at + _VERSION_HEAD.size
-        if key_at + key_len > len(data):
-            raise ProtocolError(f"version frame cut short at byte {at}")
-        key, end = decode_key(data[: key_at + key_len], key_at)
-        if end != key_at + key_len:
-            raise ProtocolError(f"item key length mismatch in the frame at byte {at}")
+        end = at + _VERSION_HEAD.size
+        if flags & FLAG_SAME_ITEM:
+            if last_key is None:
+                raise ProtocolError(
+                    f"same-item frame with no version frame before it at byte {at}"
+                )
+            key = last_key
+        else:
+            if end + _U16.size > len(data):
+                raise ProtocolError(f"version frame cut short at byte {at}")
+            (key_len,) = _U16.unpack_from(data, end)
+            key_at = end + _U16.size
+            if key_at + key_len > len(data):
+                raise ProtocolError(f"version frame cut short at byte {at}")
+            key, end = decode_key(data[: key_at + key_len], key_at)
+            if end != key_at + key_len:
+                raise ProtocolError(f"item key length mismatch in the frame at byte {at}")
+            last_key = key
         value: Any = None
         raw: str | None = None
         if flags & FLAG_VALUE:

@@ -54,9 +54,11 @@ pub const GROUPS_MAX_DEFAULT: usize = 16;
 /// item, and a huge `chunk_bytes` must not reserve memory no chunk will use.
 const CHUNK_PREALLOC_BYTES_MAX: usize = 1 << 20;
 
-/// Bytes to reserve for a chunk of about `chunk_bytes`.
+/// Bytes to reserve for a chunk of about `chunk_bytes`: a chunk closes after the item that
+/// passes `chunk_bytes`, so the slack holds a typical last item without a reallocation (a
+/// copy of the whole chunk).
 fn chunk_capacity_bytes(chunk_bytes: usize) -> usize {
-    chunk_bytes.min(CHUNK_PREALLOC_BYTES_MAX) + 1024
+    chunk_bytes.min(CHUNK_PREALLOC_BYTES_MAX) + (64 << 10)
 }
 
 /// The carousel's bounds.

@@ -338,7 +338,10 @@ fn publish(inner: &Inner, producer: &mut Producer<Slot>, event: Event) {
     while st.recent.len() > inner.config.ring_slots {
         st.recent.pop_front();
     }
-    release_passed(&mut st, producer);
+    let released = release_passed(&mut st, producer, inner.config.rider_lag_chunks_max);
+    drop(st);
+    // Freed after the state lock, which riders and boarding contend for.
+    drop(released);
     if wrapped {
         inner.laps.fetch_add(1, Ordering::Relaxed);
     }
@@ -346,29 +349,49 @@ fn publish(inner: &Inner, producer: &mut Producer<Slot>, event: Event) {
 
 /// Empty the ring slots that every rider aboard has read (a rider's position is the next
 /// sequence it reads, stored after it let go of the slot), so that their chunks are freed
-/// as soon as the last rider has sent them. Demoted riders may rejoin only above them.
-/// Under the state lock, like boarding and rejoining.
-fn release_passed(st: &mut State, producer: &Producer<Slot>) {
-    let Some(floor) = st
-        .riders
-        .values()
-        .filter(|r| r.mode() == MODE_SHARED)
-        .map(|r| r.position.load(Ordering::SeqCst))
-        .min()
-    else {
-        return;
+/// as soon as the last rider has sent them; the emptied events are returned, for the caller
+/// to drop after the state lock. While a rider is demoted, the last
+/// `rejoin_lag_chunks_max` slots stay: that is where `policy::demoted_decision` lets it
+/// rejoin. Demoted riders rejoin
+/// only above what was emptied. Under the state lock, like boarding and rejoining.
+fn release_passed(
+    st: &mut State,
+    producer: &Producer<Slot>,
+    rider_lag_chunks_max: u64,
+) -> Vec<Arc<Event>> {
+    let mut shared = None::<u64>;
+    let mut demoted = false;
+    for r in st.riders.values() {
+        match r.mode() {
+            MODE_SHARED => {
+                let at = r.position.load(Ordering::SeqCst);
+                shared = Some(shared.map_or(at, |s| s.min(at)));
+            }
+            MODE_DEMOTED => demoted = true,
+            _ => {}
+        }
+    }
+    let Some(mut floor) = shared else {
+        return Vec::new();
     };
+    if demoted {
+        let rejoin_max = super::policy::rejoin_lag_chunks_max(rider_lag_chunks_max);
+        floor = floor.min(producer.cursor().saturating_sub(rejoin_max));
+    }
     let oldest = producer.cursor().saturating_sub(producer.capacity());
     let mut seq = st.released_below.max(oldest);
+    let mut released = Vec::new();
     while seq < floor {
-        // The event is dropped after the slot's lock is released.
-        let _event = producer.with_published(seq, |slot| slot.lock().take());
+        if let Some(Some(event)) = producer.with_published(seq, |slot| slot.lock().take()) {
+            released.push(event);
+        }
         seq += 1;
     }
     st.released_below = st.released_below.max(floor);
     while st.recent.front().is_some_and(|m| m.seq < st.released_below) {
         st.recent.pop_front();
     }
+    released
 }
 
 /// The scan failed: every rider aboard gets the error, including riders waiting at the
