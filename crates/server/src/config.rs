@@ -258,8 +258,9 @@ impl Default for ServerConfig {
             request_body_ms_max: 30_000,
             chunk_bytes_max: 16 << 20,
             chunk_store_bytes_max: 1 << 40,
-            // A chunk costs each rider a wakeup and a send: 1 MiB chunks cost a rider about
-            // a fifth less server CPU than 256 KiB ones (docs/benchmarks/carousel.md, run 6).
+            // A chunk costs each rider a wakeup and a send: with 1 MiB chunks five riders
+            // cost the node less CPU than with 256 KiB ones (docs/benchmarks/carousel.md,
+            // run 6).
             iter_chunk_bytes: 1 << 20,
             // 64 MiB of lag: on a busy 2-core machine, rider processes sharing the cores
             // with the server drift apart by tens of MiB without being slow, and a demoted
