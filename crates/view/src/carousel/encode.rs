@@ -158,46 +158,38 @@ impl ItemBuf {
         builders: &mut [ChunkBuilder],
     ) -> Result<(), IterError> {
         let kind = self.kind.expect("read_into follows start");
-        let stream = match builders {
+        let mut stream = match builders {
             [one] if !one.filter.latest_only => Some(one),
             _ => None,
         };
-        if let Some(b) = stream {
-            let (from, cut) = (b.filter.from, b.filter.cut);
-            let allowed = b.filter.kinds.allows(kind);
-            while let Some(k) = it.key() {
-                let parts =
-                    keys::split_key(k).ok_or_else(|| view.corrupt(format!("bad key {k:?}")))?;
-                if parts.prefix != self.prefix.as_slice() {
-                    return Ok(());
-                }
-                let v = it.value().expect("a valid iterator has a value");
-                self.raw_bytes += k.len() + v.len();
-                if allowed && parts.index >= from && parts.index <= cut {
+        let streamed = stream.is_some();
+        while let Some(k) = it.key() {
+            let parts = keys::split_key(k).ok_or_else(|| view.corrupt(format!("bad key {k:?}")))?;
+            if parts.prefix != self.prefix.as_slice() {
+                break;
+            }
+            let v = it.value().expect("a valid iterator has a value");
+            self.raw_bytes += k.len() + v.len();
+            match stream.as_deref_mut() {
+                Some(b) if b.wants(kind, parts.index) => {
                     b.emit(&self.core_key, self.hash, parts.index, v, view)?;
                 }
-                it.next();
-            }
-        } else {
-            while let Some(k) = it.key() {
-                let parts =
-                    keys::split_key(k).ok_or_else(|| view.corrupt(format!("bad key {k:?}")))?;
-                if parts.prefix != self.prefix.as_slice() {
-                    break;
+                Some(_) => {}
+                None => {
+                    let start = self.values.len();
+                    self.values.extend_from_slice(v);
+                    self.versions.push((parts.index, start..self.values.len()));
                 }
-                let v = it.value().expect("a valid iterator has a value");
-                let start = self.values.len();
-                self.values.extend_from_slice(v);
-                self.versions.push((parts.index, start..self.values.len()));
-                self.raw_bytes += k.len() + v.len();
-                it.next();
             }
+            it.next();
+        }
+        if !streamed {
             for b in builders.iter_mut() {
                 b.add(self, view)?;
             }
-            if it.valid() {
-                return Ok(());
-            }
+        }
+        if it.valid() {
+            return Ok(());
         }
         // The iterator ran out: the end of its range, or an error.
         it.status().map_err(crate::disk::db_err(view.dir()))?;
@@ -247,24 +239,26 @@ impl ChunkBuilder {
         }
     }
 
+    /// Whether this filter wants the version at `index` of an item of `kind` (latest-only
+    /// aside: that needs the item's other versions).
+    fn wants(&self, kind: ItemKind, index: Index) -> bool {
+        let f = &self.filter;
+        f.kinds.allows(kind) && index >= f.from && index <= f.cut
+    }
+
     /// Append the frames this filter wants of `item`.
     pub fn add(&mut self, item: &ItemBuf, view: &DiskView) -> Result<(), IterError> {
-        let f = &self.filter;
         let kind = item.kind.expect("a loaded item has a kind");
-        if !f.kinds.allows(kind) {
-            return Ok(());
-        }
-        let (from, cut) = (f.from, f.cut);
-        let wanted = |i: Index| i >= from && i <= cut;
-        if f.latest_only {
+        if self.filter.latest_only {
+            let cut = self.filter.cut;
             let newest = item.versions.iter().rev().find(|(i, _)| *i <= cut);
-            if let Some((index, range)) = newest.filter(|(i, _)| wanted(*i)) {
+            if let Some((index, range)) = newest.filter(|(i, _)| self.wants(kind, *i)) {
                 let stored = &item.values[range.clone()];
                 self.emit(&item.core_key, item.hash, *index, stored, view)?;
             }
         } else {
             for (index, range) in &item.versions {
-                if wanted(*index) {
+                if self.wants(kind, *index) {
                     let stored = &item.values[range.clone()];
                     self.emit(&item.core_key, item.hash, *index, stored, view)?;
                 }
@@ -301,19 +295,6 @@ impl ChunkBuilder {
                 }
             },
         };
-        self.push_frame(flags, index, core_key, body);
-        let meta = &mut self.meta;
-        if meta.frames == 0 {
-            meta.hash_first = hash;
-        }
-        meta.hash_last = hash;
-        meta.index_max = meta.index_max.max(index);
-        meta.frames += 1;
-        Ok(())
-    }
-
-    /// Append a version frame, without its key if the frame before it is of the same item.
-    fn push_frame(&mut self, flags: u8, index: Index, core_key: &[u8], body: Option<&[u8]>) {
         push_version(
             &mut self.buf,
             &mut self.last_key,
@@ -322,6 +303,14 @@ impl ChunkBuilder {
             core_key,
             body,
         );
+        let meta = &mut self.meta;
+        if meta.frames == 0 {
+            meta.hash_first = hash;
+        }
+        meta.hash_last = hash;
+        meta.index_max = meta.index_max.max(index);
+        meta.frames += 1;
+        Ok(())
     }
 
     pub fn finish(self) -> (Bytes, ChunkMeta) {
