@@ -318,6 +318,7 @@ impl ServerConfig {
             rider_lag_chunks_max: self.rider_lag_chunks_max,
             ring_slots: self.carousel_ring_slots,
             groups_max: self.carousel_groups_max,
+            item_shared_bytes_max: spindle_view::carousel::ITEM_SHARED_BYTES_MAX_DEFAULT,
         }
     }
 

@@ -45,6 +45,14 @@ pub const STREAM_MESSAGES_MAX: usize = 4;
 /// Largest gRPC message the server sends (an iteration chunk is about `iter_chunk_bytes`
 /// plus at most one record's frame).
 pub const GRPC_SEND_BYTES_MAX: usize = 16 << 20;
+// A carousel chunk closes at the first item boundary past `iter_chunk_bytes` (at most
+// 4 MiB), and no item of more than `item_shared_bytes_max` stored bytes joins one (its
+// frames take at most about 1.5 times its stored bytes, for the tiniest versions). A
+// dedicated iteration's chunk passes `iter_chunk_bytes` by at most one frame.
+const _: () = assert!(
+    (4 << 20) + 2 * spindle_view::carousel::ITEM_SHARED_BYTES_MAX_DEFAULT < GRPC_SEND_BYTES_MAX,
+    "every iteration chunk must fit one gRPC message"
+);
 /// Largest gRPC request the server accepts (requests are small).
 pub const GRPC_RECEIVE_BYTES_MAX: usize = 64 << 10;
 /// Records per tail batch when the client does not say.

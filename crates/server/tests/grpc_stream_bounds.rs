@@ -198,3 +198,74 @@ fn streams_beyond_their_limits_are_refused_and_seats_come_back() {
     });
     server.stop();
 }
+
+/// An item whose versions together pass the largest gRPC message (every version is kept)
+/// is still iterated whole through the carousel: it is not put in a shared chunk but read
+/// by each rider itself, in messages of about `iter_chunk_bytes`. (A shared chunk used to
+/// hold whole items, so this item made one message of about 20 MiB, which the client
+/// refused.)
+#[test]
+fn an_item_larger_than_a_message_is_iterated_whole() {
+    use spindle_view::frame::{Frame, FrameReader};
+    const VERSIONS: usize = 20;
+    let server = common::TestServer::start(|c| {
+        c.disk_partitions = 1;
+        c.memory_view = false;
+    });
+    let node = server.node.clone();
+    let grpc = server.bound.grpc.to_string();
+    let big = ItemKey::node("big").unwrap();
+    server.rt.block_on(async {
+        // Small items around it, and 20 versions of about 1,000,000 bytes each.
+        let mut txns: Vec<Transaction> = (0..50).map(|t| txn(t, 4, 100)).collect();
+        for v in 0..VERSIONS {
+            let pad = char::from(b'a' + v as u8)
+                .to_string()
+                .repeat(1_000_000 - 50);
+            let value = Value::json(format!("{{\"pad\":\"{pad}\"}}")).unwrap();
+            txns.push(Transaction::new().write(big.clone(), value));
+        }
+        for r in node.log.append_many(&txns).await {
+            r.unwrap();
+        }
+        let durable = node.log.durable_index();
+        let disk = node.disks.iter().next().unwrap();
+        disk.view
+            .wait_applied_async(durable, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let mut client: GrpcClient = grpc_connect(&grpc, None).await.unwrap();
+        for (latest_only, dedicated) in [(false, false), (true, false), (false, true)] {
+            let request = IterateRequest {
+                view: "disk-0".into(),
+                latest_only,
+                dedicated,
+                ..Default::default()
+            };
+            let mut stream = iterate(&mut client, request).await.unwrap();
+            let (mut big_versions, mut small, mut end, mut largest) = (0, 0, None, 0);
+            while let Some(chunk) = stream.message().await.unwrap() {
+                largest = largest.max(chunk.frames.len());
+                for frame in FrameReader::new(&chunk.frames) {
+                    match frame.unwrap() {
+                        Frame::Version(v) if v.key == big => {
+                            assert_eq!(v.value.unwrap().len(), 1_000_000 - 50 + 10);
+                            big_versions += 1;
+                        }
+                        Frame::Version(_) => small += 1,
+                        Frame::End(e) => end = Some(e),
+                    }
+                }
+            }
+            let end = end.expect("an end frame");
+            let want_big = if latest_only { 1 } else { VERSIONS };
+            assert_eq!(big_versions, want_big, "latest_only {latest_only}");
+            assert_eq!(small, 200, "latest_only {latest_only}");
+            assert_eq!(end.frames, (want_big + 200) as u64);
+            assert!(largest <= 4 << 20, "a message of {largest} bytes");
+        }
+        let status = disk.carousel.status();
+        assert!(status.large_items >= 1, "{status:?}");
+    });
+    server.stop();
+}

@@ -187,6 +187,9 @@ pub struct Iteration<'v> {
     spare: Vec<u8>,
     stats: IterStats,
     done: bool,
+    /// Read only this item (its prefix) and end without an end frame: the carousel's
+    /// riders read an item too large to share this way (`DiskView::iterate_item`).
+    only_item: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Iteration<'_> {
@@ -243,7 +246,28 @@ impl DiskView {
             spare: Vec::new(),
             stats: IterStats::default(),
             done: false,
+            only_item: None,
         })
+    }
+
+    /// Iterate the one item whose Disk View key prefix is `prefix`, with the filters and
+    /// the cut of `checked`, and end after its last version without an end frame. The
+    /// item may be outside `checked.range`: then nothing is sent.
+    pub(crate) fn iterate_item(&self, checked: &Checked, prefix: &[u8]) -> Iteration<'_> {
+        let mut it = self.db().raw_iterator_opt(scan_options(checked.range));
+        it.seek(prefix);
+        Iteration {
+            view: self,
+            it,
+            req: checked.clone(),
+            item: Vec::new(),
+            pending: None,
+            key: ItemKeyState::default(),
+            spare: Vec::new(),
+            stats: IterStats::default(),
+            done: false,
+            only_item: Some(prefix.to_vec()),
+        }
     }
 }
 
@@ -291,6 +315,15 @@ impl Iteration<'_> {
             return Ok(());
         };
         let parts = keys::split_key(key).ok_or_else(|| view.corrupt(format!("bad key {key:?}")))?;
+        if self
+            .only_item
+            .as_deref()
+            .is_some_and(|only| parts.prefix != only)
+        {
+            self.flush_pending(out)?;
+            self.finish(out);
+            return Ok(());
+        }
         if !self.req.kinds.allows(parts.kind) {
             let (hash, kind) = (parts.hash, parts.kind);
             return self.skip_kind(hash, kind, out);
@@ -351,6 +384,10 @@ impl Iteration<'_> {
     }
 
     fn finish(&mut self, out: &mut Vec<u8>) {
+        self.done = true;
+        if self.only_item.is_some() {
+            return;
+        }
         frame::encode_end(
             out,
             &EndFrame {
@@ -359,7 +396,6 @@ impl Iteration<'_> {
                 frames: self.stats.frames,
             },
         );
-        self.done = true;
     }
 }
 

@@ -117,6 +117,13 @@ fn run(seed: u64) {
         chunk_bytes: 256 + rng.below(1024) as usize,
         ring_slots: 16,
         rider_lag_chunks_max: 2 + rng.below(10),
+        // Half the runs make many items too large to share, so riders read them
+        // themselves, on the shared scan and while demoted.
+        item_shared_bytes_max: if seed % 2 == 1 {
+            16 + rng.below(160) as usize
+        } else {
+            CarouselConfig::default().item_shared_bytes_max
+        },
         ..CarouselConfig::default()
     };
     let carousel = Carousel::new(view.clone(), config);
@@ -163,6 +170,11 @@ fn run(seed: u64) {
     );
     let status = carousel.status();
     assert!(status.riders.is_empty(), "{status:?}");
+    assert_eq!(
+        status.large_items > 0,
+        seed % 2 == 1,
+        "items too large to share must occur exactly in the runs that make them: {status:?}"
+    );
     assert!(
         !status.running,
         "the scanner stops when the last rider leaves"

@@ -68,12 +68,15 @@ fn riders_with_equal_filters_share_every_chunk() {
 /// holds becomes its only reference as soon as both riders moved on, not a ring's length
 /// later, so its memory is freed and reused while still cached. Until the slower rider has
 /// read it, the ring keeps it. (The ring is larger than the revolution's chunks, so only a
-/// release frees one before the end.)
+/// release frees one before the end; the lag bound is small, so the scanner must publish,
+/// and release, while the riders read on, however the threads are scheduled: with a bound
+/// larger than the revolution, a scanner that had run ahead and was not scheduled again
+/// before the riders finished released nothing.)
 #[test]
 fn chunks_every_rider_passed_are_released_by_the_ring() {
     let dir = tempfile::tempdir().unwrap();
     let CarouselFixture { carousel, .. } =
-        carousel_fixture(dir.path(), 5, 800, 400, (2048, 256, 128));
+        carousel_fixture(dir.path(), 5, 800, 400, (2048, 256, 8));
     let all = IterRequest::range(Partition::ALL);
     let mut riders = carousel.board_all(&[all.clone(), all]).unwrap();
     let mut next = |i: usize| riders[i].next_chunk().unwrap().unwrap();

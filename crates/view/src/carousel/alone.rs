@@ -33,7 +33,7 @@ use std::thread::JoinHandle;
 
 use rocksdb::{DBRawIteratorWithThreadMode, DB};
 
-use super::encode::{ChunkBuilder, Filter, ItemBuf, ScanPos};
+use super::encode::{skip_item, ChunkBuilder, Filter, ItemBuf, ScanPos};
 use super::scanner::skip_kind;
 use super::RiderShared;
 use crate::disk::DiskView;
@@ -46,6 +46,9 @@ pub(crate) struct AloneChunk {
     pub buf: Vec<u8>,
     pub frames: u64,
     pub next: ScanPos,
+    /// The chunk passed over one item too large to share (its prefix; `buf` is empty):
+    /// the rider reads it itself before it goes on from `next`.
+    pub large_item: Option<Vec<u8>>,
 }
 
 /// Read from `pos` towards `bound`.
@@ -67,13 +70,13 @@ impl AloneReader {
     pub fn start(
         view: Arc<DiskView>,
         rider: Arc<RiderShared>,
-        chunk_bytes: usize,
+        bounds: (usize, usize),
     ) -> Result<AloneReader, IterError> {
         let (requests, requests_rx) = sync_channel::<Request>(1);
         let (replies_tx, replies) = sync_channel(1);
         let thread = std::thread::Builder::new()
             .name("demoted-rider".into())
-            .spawn(move || serve(&view, &rider, chunk_bytes, &requests_rx, &replies_tx))
+            .spawn(move || serve(&view, &rider, bounds, &requests_rx, &replies_tx))
             .map_err(|e| IterError::CarouselFailed {
                 reason: format!("cannot start a demoted rider's reader thread: {e}"),
             })?;
@@ -110,11 +113,12 @@ impl Drop for AloneReader {
 }
 
 /// The thread's body: one iterator over the rider's range, one chunk per request, until
-/// the rider closes the channel or a read fails.
+/// the rider closes the channel or a read fails. `bounds`: the carousel's `chunk_bytes`
+/// and `item_shared_bytes_max`.
 fn serve(
     view: &DiskView,
     rider: &RiderShared,
-    chunk_bytes: usize,
+    (chunk_bytes, item_bytes_max): (usize, usize),
     requests: &Receiver<Request>,
     replies: &SyncSender<Result<AloneChunk, IterError>>,
 ) {
@@ -124,9 +128,11 @@ fn serve(
         filter: Filter::of(&rider.checked),
         floor: keys::hash_floor(range.lo()),
         chunk_bytes,
+        item_bytes_max,
         it: view.db().raw_iterator_opt(scan_options(range)),
         at: None,
         item: ItemBuf::default(),
+        large_at: None,
     };
     rider.iterators_opened.fetch_add(1, Ordering::Relaxed);
     while let Ok(req) = requests.recv() {
@@ -145,12 +151,16 @@ struct Reader<'v> {
     /// The first key of the rider's range.
     floor: Vec<u8>,
     chunk_bytes: usize,
+    /// As the scanner: a larger item is not put in a chunk but read by the rider itself.
+    item_bytes_max: usize,
     /// Bounded to the rider's range (`scan_options`).
     it: DBRawIteratorWithThreadMode<'v, DB>,
     /// The position the iterator stands on (on the first key of the first item at or
     /// after it); `None`: it must seek.
     at: Option<ScanPos>,
     item: ItemBuf,
+    /// The item found too large where the last chunk ended (the next read passes over it).
+    large_at: Option<Vec<u8>>,
 }
 
 impl Reader<'_> {
@@ -170,7 +180,11 @@ impl Reader<'_> {
                 buf: Vec::new(),
                 frames: 0,
                 next: limit,
+                large_item: None,
             });
+        }
+        if let Some(prefix) = self.large_at.take().filter(|p| *p == pos.key) {
+            return self.pass_large(prefix, pos, &limit);
         }
         if self.at.as_ref() != Some(pos) {
             self.it.seek(lower);
@@ -201,6 +215,7 @@ impl Reader<'_> {
                     buf: builder.buf,
                     frames,
                     next,
+                    large_item: None,
                 });
             }
             if !self.filter.kinds.allows(parts.kind) {
@@ -211,8 +226,31 @@ impl Reader<'_> {
                 continue;
             }
             self.item.start(&parts, view)?;
-            self.item
-                .read_into(&mut self.it, view, std::slice::from_mut(&mut builder))?;
+            let mark = builder.mark();
+            let builders = std::slice::from_mut(&mut builder);
+            if !self
+                .item
+                .read_into(&mut self.it, view, builders, self.item_bytes_max)?
+            {
+                builder.rollback(mark);
+                let prefix = std::mem::take(&mut self.item.prefix);
+                if items == 0 {
+                    return self.pass_large(prefix, pos, &limit);
+                }
+                // The iterator stands inside the item (`at` stays `None`).
+                let next = ScanPos {
+                    lap: pos.lap,
+                    key: prefix.clone(),
+                };
+                self.large_at = Some(prefix);
+                let frames = builder.meta.frames;
+                return Ok(AloneChunk {
+                    buf: builder.buf,
+                    frames,
+                    next,
+                    large_item: None,
+                });
+            }
             raw_bytes += self.item.raw_bytes;
             items += 1;
         }
@@ -221,6 +259,44 @@ impl Reader<'_> {
             buf: builder.buf,
             frames,
             next: limit,
+            large_item: None,
+        })
+    }
+
+    /// Pass over the item at `pos` (whose prefix is `prefix`), too large to share: the
+    /// rider reads it itself.
+    fn pass_large(
+        &mut self,
+        prefix: Vec<u8>,
+        pos: &ScanPos,
+        limit: &ScanPos,
+    ) -> Result<AloneChunk, IterError> {
+        let stop = (limit.lap == pos.lap).then_some(limit.key.as_slice());
+        let next = skip_item(&mut self.it, self.view, &prefix)?;
+        let next = match next {
+            Some(next) if stop.is_none_or(|s| next.as_slice() < s) => {
+                let next = ScanPos {
+                    lap: pos.lap,
+                    key: next,
+                };
+                self.at = Some(next.clone());
+                next
+            }
+            // Nothing lies between the limit and the iterator's item.
+            Some(_) => {
+                self.at = Some(limit.clone());
+                limit.clone()
+            }
+            None => {
+                self.at = None;
+                limit.clone()
+            }
+        };
+        Ok(AloneChunk {
+            buf: Vec::new(),
+            frames: 0,
+            next,
+            large_item: Some(prefix),
         })
     }
 }

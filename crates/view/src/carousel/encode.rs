@@ -151,12 +151,18 @@ impl ItemBuf {
     /// item. One builder that takes every version in range (not latest-only) gets its frames
     /// straight from the iterator; otherwise the versions are buffered once and encoded per
     /// builder.
+    ///
+    /// `false`: the item's stored bytes passed `shared_bytes_max` (a large item is not
+    /// shared, see `CarouselConfig::item_shared_bytes_max`); the iterator stands inside the
+    /// item and the builders may hold part of its frames, so the caller rolls them back
+    /// to their `mark`.
     pub fn read_into(
         &mut self,
         it: &mut DBRawIteratorWithThreadMode<'_, DB>,
         view: &DiskView,
         builders: &mut [ChunkBuilder],
-    ) -> Result<(), IterError> {
+        shared_bytes_max: usize,
+    ) -> Result<bool, IterError> {
         let kind = self.kind.expect("read_into follows start");
         let mut stream = match builders {
             [one] if !one.filter.latest_only => Some(one),
@@ -170,6 +176,9 @@ impl ItemBuf {
             }
             let v = it.value().expect("a valid iterator has a value");
             self.raw_bytes += k.len() + v.len();
+            if self.raw_bytes > shared_bytes_max {
+                return Ok(false);
+            }
             match stream.as_deref_mut() {
                 Some(b) if b.wants(kind, parts.index) => {
                     b.emit(&self.core_key, self.hash, parts.index, v, view)?;
@@ -189,12 +198,36 @@ impl ItemBuf {
             }
         }
         if it.valid() {
-            return Ok(());
+            return Ok(true);
         }
         // The iterator ran out: the end of its range, or an error.
         it.status().map_err(crate::disk::db_err(view.dir()))?;
-        Ok(())
+        Ok(true)
     }
+}
+
+/// Move the iterator past every version of the item whose prefix is `prefix`, onto the
+/// next item's first key (or the end of its range). `Some`: that next item's prefix.
+pub(crate) fn skip_item(
+    it: &mut DBRawIteratorWithThreadMode<'_, DB>,
+    view: &DiskView,
+    prefix: &[u8],
+) -> Result<Option<Vec<u8>>, IterError> {
+    // Every version key of the item is the prefix and an 8-byte index, so the largest
+    // possible one bounds them all.
+    let mut target = Vec::with_capacity(prefix.len() + keys::INDEX_BYTES);
+    target.extend_from_slice(prefix);
+    target.extend_from_slice(&[0xFF; keys::INDEX_BYTES]);
+    it.seek(&target);
+    while let Some(k) = it.key() {
+        let parts = keys::split_key(k).ok_or_else(|| view.corrupt(format!("bad key {k:?}")))?;
+        if parts.prefix != prefix {
+            return Ok(Some(parts.prefix.to_vec()));
+        }
+        it.next();
+    }
+    it.status().map_err(crate::disk::db_err(view.dir()))?;
+    Ok(None)
 }
 
 /// What a rider learns about a chunk without decoding it.
@@ -313,9 +346,33 @@ impl ChunkBuilder {
         Ok(())
     }
 
+    /// Where the chunk stands now, to `rollback` to.
+    pub fn mark(&self) -> BuilderMark {
+        BuilderMark {
+            len: self.buf.len(),
+            meta: self.meta,
+            last_key: self.last_key.clone(),
+        }
+    }
+
+    /// Drop every frame added since `mark`.
+    pub fn rollback(&mut self, mark: BuilderMark) {
+        self.buf.truncate(mark.len);
+        self.meta = mark.meta;
+        self.last_key = mark.last_key;
+    }
+
     pub fn finish(self) -> (Bytes, ChunkMeta) {
         (Bytes::from(self.buf), self.meta)
     }
+}
+
+/// A `ChunkBuilder`'s state before an item, to drop that item's frames again.
+#[derive(Debug)]
+pub(crate) struct BuilderMark {
+    len: usize,
+    meta: ChunkMeta,
+    last_key: Option<Range<usize>>,
 }
 
 /// How a rider uses one chunk of its group.

@@ -49,6 +49,8 @@ pub const RING_SLOTS_DEFAULT: usize = 128;
 pub const RIDER_LAG_CHUNKS_MAX_DEFAULT: u64 = 64;
 /// Default bound on distinct filter groups.
 pub const GROUPS_MAX_DEFAULT: usize = 16;
+/// Default bound on one item's stored bytes in a shared chunk.
+pub const ITEM_SHARED_BYTES_MAX_DEFAULT: usize = 4 << 20;
 
 /// Largest buffer reserved up front for one chunk: a chunk may pass `chunk_bytes` by one
 /// item, and a huge `chunk_bytes` must not reserve memory no chunk will use.
@@ -78,6 +80,13 @@ pub struct CarouselConfig {
     /// slot); boarding with one more filter is refused (`CarouselGroupsFull`). Riders with
     /// an equal filter share a group; dedicated riders use none.
     pub groups_max: usize,
+    /// An item whose stored versions take more bytes than this is not put in a shared
+    /// chunk: the scanner passes over it in a chunk of its own that holds no frames, and
+    /// each rider reads that item with an iterator of its own, in pieces of about
+    /// `chunk_bytes`. So a chunk holds at most about `chunk_bytes` plus this many bytes
+    /// however many versions one item has (every version is kept), and the scanner never
+    /// buffers more of one item than this.
+    pub item_shared_bytes_max: usize,
 }
 
 impl Default for CarouselConfig {
@@ -87,6 +96,7 @@ impl Default for CarouselConfig {
             ring_slots: RING_SLOTS_DEFAULT,
             rider_lag_chunks_max: RIDER_LAG_CHUNKS_MAX_DEFAULT,
             groups_max: GROUPS_MAX_DEFAULT,
+            item_shared_bytes_max: ITEM_SHARED_BYTES_MAX_DEFAULT,
         }
     }
 }
@@ -106,6 +116,9 @@ impl CarouselConfig {
         }
         if self.groups_max == 0 {
             return refuse("groups_max is 0; use at least 1".into());
+        }
+        if self.item_shared_bytes_max == 0 {
+            return refuse("item_shared_bytes_max is 0; use at least 1 (default 4 MiB)".into());
         }
         let slots = self.ring_slots as u64;
         if self.rider_lag_chunks_max < 2 || self.rider_lag_chunks_max >= slots {
@@ -164,6 +177,9 @@ pub struct CarouselStatus {
     pub laps: u64,
     /// Chunks encoded (one per filter group per ring slot).
     pub chunks_encoded: u64,
+    /// Items the scanner passed over as too large to share (`item_shared_bytes_max`), once
+    /// per lap: each rider read them itself.
+    pub large_items: u64,
     /// Ring slots published.
     pub ring_cursor: u64,
     pub ring_slots: u64,
@@ -210,6 +226,7 @@ pub(crate) struct Inner {
     running: AtomicBool,
     laps: AtomicU64,
     chunks_encoded: AtomicU64,
+    large_items: AtomicU64,
 }
 
 pub(crate) struct State {
@@ -390,6 +407,7 @@ impl Carousel {
             running: AtomicBool::new(false),
             laps: AtomicU64::new(0),
             chunks_encoded: AtomicU64::new(0),
+            large_items: AtomicU64::new(0),
         };
         Ok(Carousel {
             inner: Arc::new(inner),
@@ -502,6 +520,7 @@ impl Carousel {
             running: self.inner.running.load(Ordering::Acquire),
             laps: self.inner.laps.load(Ordering::Relaxed),
             chunks_encoded: self.inner.chunks_encoded.load(Ordering::Relaxed),
+            large_items: self.inner.large_items.load(Ordering::Relaxed),
             ring_cursor: self.inner.ring.cursor(),
             ring_slots: self.inner.ring.capacity(),
             groups: st.groups.len(),

@@ -15,15 +15,16 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Serialize;
-use spindle_core::{Index, Partition};
+use spindle_core::{Index, ItemKind, Partition};
 
 use super::alone::AloneReader;
 use super::encode::{chunk_use, trim, ChunkUse, ScanPos};
 use super::policy::{demoted_decision, DemotedDecision, RejoinView};
 use super::{Inner, RiderShared, MODE_SHARED};
+use crate::disk::DiskView;
 use crate::error::IterError;
 use crate::frame::{encode_end, EndFrame, END_FRAME_BYTES};
-use crate::iterate::IterRequest;
+use crate::iterate::{Checked, IterRequest};
 
 /// Counters of one rider.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -43,8 +44,11 @@ pub struct RiderStats {
     pub demotions: u64,
     pub rejoins: u64,
     /// RocksDB iterators opened to read alone: one per demotion (kept until the rider
-    /// rejoins), or the dedicated iteration's one.
+    /// rejoins), one per large item it read itself, or the dedicated iteration's one.
     pub iterators_opened: u64,
+    /// Items too large to share (`CarouselConfig::item_shared_bytes_max`) that the rider
+    /// read itself.
+    pub large_items: u64,
 }
 
 /// One iteration served by a carousel: `next_chunk` until `None`. Dropping it leaves the
@@ -70,8 +74,20 @@ impl std::fmt::Debug for Rider {
 
 enum Driver {
     Carousel(Ride),
-    /// Chunks from a worker thread that runs an `Iteration`: (bytes, frames, last).
-    Dedicated(Receiver<Result<(Bytes, u64, bool), IterError>>),
+    /// Chunks from a worker thread that runs an `Iteration`.
+    Dedicated(Pieces),
+}
+
+/// Chunks from a worker thread that runs an `Iteration` (`spawn_fill`): (bytes, frames,
+/// last).
+type Pieces = Receiver<Result<(Bytes, u64, bool), IterError>>;
+
+/// What a worker thread iterates.
+enum Source {
+    /// A whole iteration (a dedicated rider).
+    Request(IterRequest),
+    /// One item, by its prefix, with a rider's filters and cut, and no end frame.
+    Item(Checked, Vec<u8>),
 }
 
 /// A carousel rider's place on the circle.
@@ -83,6 +99,10 @@ struct Ride {
     group: u64,
     /// While demoted: the reader thread that keeps its iterator across chunks.
     alone: Option<AloneReader>,
+    /// An item too large to share being read by a worker thread of its own: its pieces
+    /// come before anything else.
+    large: Option<Pieces>,
+    large_items: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +140,8 @@ impl Rider {
             target: ScanPos::default(),
             group: 0,
             alone: None,
+            large: None,
+            large_items: 0,
         };
         Rider {
             inner,
@@ -137,48 +159,20 @@ impl Rider {
         shared: Arc<RiderShared>,
         req: IterRequest,
     ) -> Result<Rider, IterError> {
-        // Two chunks in flight: the worker reads the next while the caller sends one.
-        let (tx, rx) = sync_channel(2);
-        let view = inner.view.clone();
-        let chunk_bytes = inner.config.chunk_bytes;
-        let counters = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name("dedicated-rider".into())
-            .spawn(move || {
-                let mut it = match view.iterate(&req) {
-                    Ok(it) => {
-                        counters.iterators_opened.fetch_add(1, Ordering::Relaxed);
-                        it
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        return;
-                    }
-                };
-                loop {
-                    let mut buf = Vec::with_capacity(super::chunk_capacity_bytes(chunk_bytes));
-                    let before = it.stats().frames;
-                    let sent = match it.fill(&mut buf, chunk_bytes) {
-                        Ok(done) => {
-                            let frames = it.stats().frames - before;
-                            tx.send(Ok((Bytes::from(buf), frames, done))).is_ok() && !done
-                        }
-                        Err(e) => {
-                            let _ = tx.send(Err(e));
-                            false
-                        }
-                    };
-                    if !sent {
-                        return;
-                    }
-                }
-            });
-        if let Err(e) = spawned {
-            inner.leave(&shared);
-            return Err(IterError::CarouselFailed {
-                reason: format!("cannot start a dedicated iterator thread: {e}"),
-            });
-        }
+        let spawned = spawn_fill(
+            inner.view.clone(),
+            Source::Request(req),
+            inner.config.chunk_bytes,
+            shared.clone(),
+            "dedicated-rider",
+        );
+        let rx = match spawned {
+            Ok(rx) => rx,
+            Err(e) => {
+                inner.leave(&shared);
+                return Err(e);
+            }
+        };
         Ok(Rider {
             inner,
             shared,
@@ -208,6 +202,9 @@ impl Rider {
         stats.demotions = self.shared.demotions.load(Ordering::Relaxed);
         stats.rejoins = self.shared.rejoins.load(Ordering::Relaxed);
         stats.iterators_opened = self.shared.iterators_opened.load(Ordering::Relaxed);
+        if let Driver::Carousel(ride) = &self.driver {
+            stats.large_items = ride.large_items;
+        }
         stats
     }
 
@@ -300,6 +297,25 @@ impl Ride {
         if let Some(e) = rider.failure() {
             return Err(e);
         }
+        if let Some(pieces) = &self.large {
+            let (bytes, frames, last) = pieces.recv().unwrap_or_else(|_| {
+                Err(IterError::CarouselFailed {
+                    reason: "the thread reading a large item stopped".into(),
+                })
+            })?;
+            if last {
+                self.large = None;
+            }
+            return Ok(if frames == 0 {
+                Step::Nothing
+            } else {
+                Step::Chunk {
+                    bytes,
+                    frames,
+                    how: How::Alone,
+                }
+            });
+        }
         let Some(pos) = &self.pos else {
             let boarding = await_boarding(rider)?;
             self.pos = Some(boarding.start);
@@ -319,7 +335,7 @@ impl Ride {
     }
 
     /// Take the next ring slot and this rider's part of its group's chunk.
-    fn ride_shared(&mut self, inner: &Inner, rider: &RiderShared) -> Result<Step, IterError> {
+    fn ride_shared(&mut self, inner: &Inner, rider: &Arc<RiderShared>) -> Result<Step, IterError> {
         let event = {
             let mut slot = rider.slot.lock();
             let Some(consumer) = slot.as_mut() else {
@@ -350,6 +366,10 @@ impl Ride {
         let pos = self.pos.as_mut().expect("riding after boarding");
         assert_eq!(event.start, *pos, "a rider's slots must be contiguous");
         *pos = event.end.clone();
+        if let Some(prefix) = &event.large_item {
+            self.read_large(inner, rider, prefix)?;
+            return Ok(Step::Nothing);
+        }
         let c = &rider.checked;
         let chunk = event
             .chunks
@@ -408,12 +428,16 @@ impl Ride {
             None => self.alone.insert(AloneReader::start(
                 inner.view.clone(),
                 rider.clone(),
-                inner.config.chunk_bytes,
+                (inner.config.chunk_bytes, inner.config.item_shared_bytes_max),
             )?),
         };
         let chunk = reader.read(pos.clone(), bound)?;
         assert!(chunk.next > pos, "reading alone must advance");
         self.pos = Some(chunk.next);
+        if let Some(prefix) = &chunk.large_item {
+            self.read_large(inner, rider, prefix)?;
+            return Ok(Step::Nothing);
+        }
         Ok(if chunk.frames == 0 {
             Step::Nothing
         } else {
@@ -423,6 +447,35 @@ impl Ride {
                 how: How::Alone,
             }
         })
+    }
+
+    /// Start reading the item `prefix`, too large to share, on a worker thread (its pieces
+    /// are the rider's next chunks), unless the rider wants nothing of it.
+    fn read_large(
+        &mut self,
+        inner: &Inner,
+        rider: &Arc<RiderShared>,
+        prefix: &[u8],
+    ) -> Result<(), IterError> {
+        let c = &rider.checked;
+        let hash = u32::from_be_bytes(prefix[..4].try_into().expect("a prefix has a hash"));
+        let kind_wanted = if prefix[4] == ItemKind::Node as u8 {
+            c.kinds.nodes
+        } else {
+            c.kinds.edges
+        };
+        if !kind_wanted || !c.range.contains(hash) {
+            return Ok(());
+        }
+        self.large_items += 1;
+        self.large = Some(spawn_fill(
+            inner.view.clone(),
+            Source::Item(c.clone(), prefix.to_vec()),
+            inner.config.chunk_bytes,
+            rider.clone(),
+            "large-item-rider",
+        )?);
+        Ok(())
     }
 
     /// What the policy needs: the ring's bounds and the chunks of this rider's group that
@@ -450,6 +503,57 @@ impl Ride {
         }
         (view, ahead_start)
     }
+}
+
+/// Run an iteration of `source` on a thread of its own, which hands out chunks of about
+/// `chunk_bytes`, two in flight (it reads the next while the caller sends one).
+fn spawn_fill(
+    view: Arc<DiskView>,
+    source: Source,
+    chunk_bytes: usize,
+    counters: Arc<RiderShared>,
+    name: &str,
+) -> Result<Pieces, IterError> {
+    let (tx, rx) = sync_channel(2);
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let opened = match &source {
+                Source::Request(req) => view.iterate(req),
+                Source::Item(checked, prefix) => Ok(view.iterate_item(checked, prefix)),
+            };
+            let mut it = match opened {
+                Ok(it) => {
+                    counters.iterators_opened.fetch_add(1, Ordering::Relaxed);
+                    it
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            loop {
+                let mut buf = Vec::with_capacity(super::chunk_capacity_bytes(chunk_bytes));
+                let before = it.stats().frames;
+                let sent = match it.fill(&mut buf, chunk_bytes) {
+                    Ok(done) => {
+                        let frames = it.stats().frames - before;
+                        tx.send(Ok((Bytes::from(buf), frames, done))).is_ok() && !done
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        false
+                    }
+                };
+                if !sent {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| IterError::CarouselFailed {
+            reason: format!("cannot start a {name} thread: {e}"),
+        })?;
+    Ok(rx)
 }
 
 /// Wait until the scanner has admitted the rider.

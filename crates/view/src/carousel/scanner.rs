@@ -17,7 +17,7 @@ use rocksdb::{DBRawIteratorWithThreadMode, DB};
 use spindle_core::{Index, ItemKind};
 use spindle_ring::Producer;
 
-use super::encode::{ChunkBuilder, ChunkMeta, Filter, ItemBuf, ScanPos};
+use super::encode::{skip_item, ChunkBuilder, ChunkMeta, Filter, ItemBuf, ScanPos};
 use super::policy::{shared_decision, SharedDecision};
 use super::{Boarding, EventMeta, Inner, RiderShared, Slot, State};
 use super::{MODE_BOARDING, MODE_DEMOTED, MODE_SHARED};
@@ -31,6 +31,9 @@ pub(crate) struct Event {
     pub start: ScanPos,
     pub end: ScanPos,
     pub chunks: Vec<GroupChunk>,
+    /// The stretch is one item too large to share (`item_shared_bytes_max`), given by its
+    /// prefix: `chunks` is empty and every rider reads the item itself.
+    pub large_item: Option<Vec<u8>>,
     /// The scan failed here: riders that read this slot stop with this error.
     pub failure: Option<String>,
 }
@@ -77,6 +80,8 @@ fn scan(inner: &Inner, producer: &mut Producer<Slot>) -> Result<(), IterError> {
     let mut seen = Index::ZERO;
     let mut at: Option<ScanPos> = None;
     let mut item = ItemBuf::default();
+    // The item found too large to share where the last chunk ended, if it did.
+    let mut large: Option<Vec<u8>> = None;
     while let Some(plan) = boundary(inner, producer.cursor()) {
         if plan.cut_max > seen || plan.start.key.is_empty() || at.as_ref() != Some(&plan.start) {
             seen = view.applied_index();
@@ -87,7 +92,11 @@ fn scan(inner: &Inner, producer: &mut Producer<Slot>) -> Result<(), IterError> {
                 it.seek(&plan.start.key);
             }
         }
-        let event = scan_chunk(inner, &mut it, &mut item, &plan)?;
+        let known_large = large.take().filter(|p| *p == plan.start.key);
+        let event = match known_large {
+            Some(prefix) => large_item_event(inner, &mut it, &plan, prefix)?,
+            None => scan_chunk(inner, &mut it, &mut item, &plan, &mut large)?,
+        };
         at = Some(event.end.clone());
         publish(inner, producer, event);
     }
@@ -235,12 +244,15 @@ fn plan(st: &mut State) -> Plan {
 }
 
 /// Read whole items from `plan.start` until a chunk is full, a rider's revolution ends, or
-/// the lap ends; encode them once per group.
+/// the lap ends; encode them once per group. An item too large to share ends the chunk
+/// before it (its prefix is left in `large`, for the next chunk to pass over it at once),
+/// or, first in the chunk, is passed over in a chunk of its own (`large_item_event`).
 fn scan_chunk(
     inner: &Inner,
     it: &mut DBRawIteratorWithThreadMode<'_, DB>,
     item: &mut ItemBuf,
     plan: &Plan,
+    large: &mut Option<Vec<u8>>,
 ) -> Result<Event, IterError> {
     let view = &*inner.view;
     let chunk_bytes = inner.config.chunk_bytes;
@@ -272,7 +284,24 @@ fn scan_chunk(
             continue;
         }
         item.start(&parts, view)?;
-        item.read_into(it, view, &mut builders)?;
+        let marks: Vec<_> = builders.iter().map(ChunkBuilder::mark).collect();
+        let shared_max = inner.config.item_shared_bytes_max;
+        if !item.read_into(it, view, &mut builders, shared_max)? {
+            for (b, mark) in builders.iter_mut().zip(marks) {
+                b.rollback(mark);
+            }
+            let prefix = std::mem::take(&mut item.prefix);
+            if items == 0 {
+                return large_item_event(inner, it, plan, prefix);
+            }
+            // The iterator stands inside the item: the next chunk starts at it.
+            let end = ScanPos {
+                lap: plan.start.lap,
+                key: prefix.clone(),
+            };
+            *large = Some(prefix);
+            break end;
+        }
         raw_bytes += item.raw_bytes;
         items += 1;
     };
@@ -296,6 +325,38 @@ fn scan_chunk(
         start: plan.start.clone(),
         end,
         chunks,
+        large_item: None,
+        failure: None,
+    })
+}
+
+/// The chunk of one item too large to share, which starts at `plan.start`: no frames, the
+/// item's prefix for every rider to read it itself, and the iterator moved past the item.
+fn large_item_event(
+    inner: &Inner,
+    it: &mut DBRawIteratorWithThreadMode<'_, DB>,
+    plan: &Plan,
+    prefix: Vec<u8>,
+) -> Result<Event, IterError> {
+    let next = skip_item(it, &inner.view, &prefix)?;
+    let end = match (next, plan.stop.as_deref()) {
+        // Nothing lies between the item and a rider's stop (positions are item prefixes).
+        (Some(next), Some(stop)) if next.as_slice() > stop => ScanPos {
+            lap: plan.start.lap,
+            key: stop.to_vec(),
+        },
+        (Some(next), _) => ScanPos {
+            lap: plan.start.lap,
+            key: next,
+        },
+        (None, _) => plan.start.lap_end(),
+    };
+    inner.large_items.fetch_add(1, Ordering::Relaxed);
+    Ok(Event {
+        start: plan.start.clone(),
+        end,
+        chunks: Vec::new(),
+        large_item: Some(prefix),
         failure: None,
     })
 }
@@ -408,6 +469,7 @@ fn fail_all(inner: &Inner, producer: &mut Producer<Slot>, reason: &str) {
         start: pos.clone(),
         end: pos,
         chunks: Vec::new(),
+        large_item: None,
         failure: Some(reason.to_owned()),
     };
     let mut claim = producer.claim(1);
