@@ -18,6 +18,9 @@ pub const STREAMS_LIMIT: usize = 4096;
 /// Lowest `shutdown_ms_max` accepted.
 pub const SHUTDOWN_MS_MIN: u64 = 100;
 
+/// The largest `iter_chunk_bytes` accepted.
+pub const ITER_CHUNK_BYTES_MAX: usize = 4 << 20;
+
 /// One Index View: property value → node ids for the property at `pointer`.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -457,7 +460,7 @@ impl ServerConfig {
                 return bad(format!("index view {:?}: {e}", index.name));
             }
         }
-        if self.iter_chunk_bytes < 4096 || self.iter_chunk_bytes > (4 << 20) {
+        if self.iter_chunk_bytes < 4096 || self.iter_chunk_bytes > ITER_CHUNK_BYTES_MAX {
             return bad("iter_chunk_bytes must be between 4096 and 4 MiB".into());
         }
         if self.request_body_bytes_max < 1024 {

@@ -45,12 +45,17 @@ pub const STREAM_MESSAGES_MAX: usize = 4;
 /// Largest gRPC message the server sends (an iteration chunk is about `iter_chunk_bytes`
 /// plus at most one record's frame).
 pub const GRPC_SEND_BYTES_MAX: usize = 16 << 20;
-// A carousel chunk closes at the first item boundary past `iter_chunk_bytes` (at most
-// 4 MiB), and no item of more than `item_shared_bytes_max` stored bytes joins one (its
-// frames take at most about 1.5 times its stored bytes, for the tiniest versions). A
-// dedicated iteration's chunk passes `iter_chunk_bytes` by at most one frame.
+// A carousel chunk closes at the first item boundary past `iter_chunk_bytes`, and an item
+// joins one only while its stored bytes and the frame bytes it adds stay within the
+// carousel's `item_shared_bytes_max`, which the frame that crossed it passes by at most one
+// frame: a record's value, which a projection can make up to about 4 times larger
+// (serde_json writes `1e15` as `1000000000000000.0`). A dedicated iteration's chunk passes
+// `iter_chunk_bytes` by at most one such frame.
 const _: () = assert!(
-    (4 << 20) + 2 * spindle_view::carousel::ITEM_SHARED_BYTES_MAX_DEFAULT < GRPC_SEND_BYTES_MAX,
+    crate::config::ITER_CHUNK_BYTES_MAX
+        + spindle_view::carousel::ITEM_SHARED_BYTES_MAX_DEFAULT
+        + 4 * spindle_core::RECORD_BYTES_MAX
+        < GRPC_SEND_BYTES_MAX,
     "every iteration chunk must fit one gRPC message"
 );
 /// Largest gRPC request the server accepts (requests are small).

@@ -190,6 +190,8 @@ pub struct Iteration<'v> {
     /// Read only this item (its prefix) and end without an end frame: the carousel's
     /// riders read an item too large to share this way (`DiskView::iterate_item`).
     only_item: Option<Vec<u8>>,
+    /// Stored key and value bytes read so far.
+    scanned_bytes: u64,
 }
 
 impl std::fmt::Debug for Iteration<'_> {
@@ -247,6 +249,7 @@ impl DiskView {
             stats: IterStats::default(),
             done: false,
             only_item: None,
+            scanned_bytes: 0,
         })
     }
 
@@ -267,6 +270,7 @@ impl DiskView {
             stats: IterStats::default(),
             done: false,
             only_item: Some(prefix.to_vec()),
+            scanned_bytes: 0,
         }
     }
 }
@@ -294,11 +298,26 @@ impl Iteration<'_> {
     /// fewer only when the scan ends, in which case the end frame is appended too. Returns
     /// `true` once the end frame is in.
     pub fn fill(&mut self, out: &mut Vec<u8>, bytes_max: usize) -> Result<bool, IterError> {
+        self.fill_scanning(out, bytes_max, u64::MAX)
+    }
+
+    /// `fill`, but return as well once `scan_bytes_max` stored bytes were read in this call,
+    /// even with little or nothing appended (a filter that keeps few versions could
+    /// otherwise read a whole view, or a whole long history, in one call): a worker thread
+    /// that fills for a consumer then notices within that much reading that the consumer
+    /// went away.
+    pub fn fill_scanning(
+        &mut self,
+        out: &mut Vec<u8>,
+        bytes_max: usize,
+        scan_bytes_max: u64,
+    ) -> Result<bool, IterError> {
         let start_len = out.len();
         let limit = start_len.saturating_add(bytes_max.max(1));
+        let scan_limit = self.scanned_bytes.saturating_add(scan_bytes_max.max(1));
         // Each batch is decoded on its own: its first frame carries its key.
         self.key.sent = false;
-        while !self.done && out.len() < limit {
+        while !self.done && out.len() < limit && self.scanned_bytes < scan_limit {
             self.step(out)?;
         }
         self.stats.bytes += (out.len() - start_len) as u64;
@@ -329,6 +348,7 @@ impl Iteration<'_> {
             return self.skip_kind(hash, kind, out);
         }
         self.stats.versions_scanned += 1;
+        self.scanned_bytes += key.len() as u64;
         if parts.prefix != self.item.as_slice() {
             if let Some((index, value)) = self.pending.take() {
                 let mut frame = FrameOut::new(view, &self.req, &mut self.key, out);
@@ -342,6 +362,7 @@ impl Iteration<'_> {
         }
         if parts.index >= self.req.from && parts.index <= self.req.cut {
             let value = self.it.value().expect("a valid iterator has a value");
+            self.scanned_bytes += value.len() as u64;
             if self.req.latest_only {
                 let mut buf = match self.pending.take() {
                     Some((_, buf)) => buf,

@@ -152,10 +152,12 @@ impl ItemBuf {
     /// straight from the iterator; otherwise the versions are buffered once and encoded per
     /// builder.
     ///
-    /// `false`: the item's stored bytes passed `shared_bytes_max` (a large item is not
-    /// shared, see `CarouselConfig::item_shared_bytes_max`); the iterator stands inside the
-    /// item and the builders may hold part of its frames, so the caller rolls them back
-    /// to their `mark`.
+    /// `false`: the item's stored bytes, or the frame bytes it added to a builder since
+    /// the builder's `mark` (a projection can make frames larger than the values they come
+    /// from), passed `shared_bytes_max` (a large item is not shared, see
+    /// `CarouselConfig::item_shared_bytes_max`); the iterator may stand inside the item and
+    /// the builders may hold part of its frames, so the caller rolls them back to their
+    /// `mark`.
     pub fn read_into(
         &mut self,
         it: &mut DBRawIteratorWithThreadMode<'_, DB>,
@@ -182,6 +184,9 @@ impl ItemBuf {
             match stream.as_deref_mut() {
                 Some(b) if b.wants(kind, parts.index) => {
                     b.emit(&self.core_key, self.hash, parts.index, v, view)?;
+                    if b.item_bytes() > shared_bytes_max {
+                        return Ok(false);
+                    }
                 }
                 Some(_) => {}
                 None => {
@@ -195,6 +200,9 @@ impl ItemBuf {
         if !streamed {
             for b in builders.iter_mut() {
                 b.add(self, view)?;
+                if b.item_bytes() > shared_bytes_max {
+                    return Ok(false);
+                }
             }
         }
         if it.valid() {
@@ -253,6 +261,10 @@ pub(crate) struct ChunkBuilder {
     /// Where in `buf` the key of the last version frame is: a frame of the same item after
     /// it is a same-item frame (no key).
     last_key: Option<Range<usize>>,
+    /// Where the item being added began (the last `mark`).
+    item_start: usize,
+    /// The capacity `buf` was made with, which a rollback returns it to.
+    capacity_bytes: usize,
 }
 
 impl ChunkBuilder {
@@ -269,6 +281,8 @@ impl ChunkBuilder {
                 cut,
             },
             last_key: None,
+            item_start: 0,
+            capacity_bytes,
         }
     }
 
@@ -346,8 +360,14 @@ impl ChunkBuilder {
         Ok(())
     }
 
-    /// Where the chunk stands now, to `rollback` to.
-    pub fn mark(&self) -> BuilderMark {
+    /// Frame bytes added since the last `mark`.
+    fn item_bytes(&self) -> usize {
+        self.buf.len() - self.item_start
+    }
+
+    /// Where the chunk stands now, to `rollback` to (an item begins here).
+    pub fn mark(&mut self) -> BuilderMark {
+        self.item_start = self.buf.len();
         BuilderMark {
             len: self.buf.len(),
             meta: self.meta,
@@ -355,9 +375,11 @@ impl ChunkBuilder {
         }
     }
 
-    /// Drop every frame added since `mark`.
+    /// Drop every frame added since `mark`, and the memory the dropped item made `buf`
+    /// grow by (a shared chunk keeps its allocation for as long as riders hold it).
     pub fn rollback(&mut self, mark: BuilderMark) {
         self.buf.truncate(mark.len);
+        self.buf.shrink_to(self.capacity_bytes);
         self.meta = mark.meta;
         self.last_key = mark.last_key;
     }

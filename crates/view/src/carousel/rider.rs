@@ -239,6 +239,7 @@ impl Rider {
                         })
                     });
                     match got {
+                        Ok((bytes, _, false)) if bytes.is_empty() => continue,
                         Ok((bytes, frames, last)) => {
                             if last {
                                 self.phase = Phase::Done;
@@ -505,8 +506,14 @@ impl Ride {
     }
 }
 
+/// Stored bytes a worker reads per piece at most (times `chunk_bytes`), even when its
+/// filter keeps few versions: it then hands out an empty piece, and stops there if the
+/// rider went away.
+const WORKER_SCAN_CHUNKS_MAX: u64 = 16;
+
 /// Run an iteration of `source` on a thread of its own, which hands out chunks of about
-/// `chunk_bytes`, two in flight (it reads the next while the caller sends one).
+/// `chunk_bytes`, two in flight (it reads the next while the caller sends one); a piece may
+/// be empty (`WORKER_SCAN_CHUNKS_MAX`).
 fn spawn_fill(
     view: Arc<DiskView>,
     source: Source,
@@ -535,7 +542,8 @@ fn spawn_fill(
             loop {
                 let mut buf = Vec::with_capacity(super::chunk_capacity_bytes(chunk_bytes));
                 let before = it.stats().frames;
-                let sent = match it.fill(&mut buf, chunk_bytes) {
+                let scan_max = WORKER_SCAN_CHUNKS_MAX.saturating_mul(chunk_bytes as u64);
+                let sent = match it.fill_scanning(&mut buf, chunk_bytes, scan_max) {
                     Ok(done) => {
                         let frames = it.stats().frames - before;
                         tx.send(Ok((Bytes::from(buf), frames, done))).is_ok() && !done

@@ -262,6 +262,7 @@ fn scan_chunk(
         .map(|(_, f)| ChunkBuilder::new(f.clone(), super::chunk_capacity_bytes(chunk_bytes)))
         .collect();
     let (mut raw_bytes, mut items) = (0usize, 0u64);
+    let mut marks = Vec::with_capacity(builders.len());
     let end = loop {
         let Some(key) = it.key() else {
             it.status().map_err(crate::disk::db_err(view.dir()))?;
@@ -284,10 +285,11 @@ fn scan_chunk(
             continue;
         }
         item.start(&parts, view)?;
-        let marks: Vec<_> = builders.iter().map(ChunkBuilder::mark).collect();
+        marks.clear();
+        marks.extend(builders.iter_mut().map(ChunkBuilder::mark));
         let shared_max = inner.config.item_shared_bytes_max;
         if !item.read_into(it, view, &mut builders, shared_max)? {
-            for (b, mark) in builders.iter_mut().zip(marks) {
+            for (b, mark) in builders.iter_mut().zip(marks.drain(..)) {
                 b.rollback(mark);
             }
             let prefix = std::mem::take(&mut item.prefix);
