@@ -187,9 +187,9 @@ pub struct Iteration<'v> {
     spare: Vec<u8>,
     stats: IterStats,
     done: bool,
-    /// Read only this item (its prefix) and end without an end frame: the carousel's
-    /// riders read an item too large to share this way (`DiskView::iterate_item`).
-    only_item: Option<Vec<u8>>,
+    /// One item only, and no end frame: the carousel's riders read an item too large to
+    /// share this way (`DiskView::iterate_item`; the iterator's bounds hold the item).
+    one_item: bool,
     /// Stored key and value bytes read so far.
     scanned_bytes: u64,
 }
@@ -248,17 +248,29 @@ impl DiskView {
             spare: Vec::new(),
             stats: IterStats::default(),
             done: false,
-            only_item: None,
+            one_item: false,
             scanned_bytes: 0,
         })
     }
 
     /// Iterate the one item whose Disk View key prefix is `prefix`, with the filters and
-    /// the cut of `checked`, and end after its last version without an end frame. The
-    /// item may be outside `checked.range`: then nothing is sent.
+    /// the cut of `checked`, and end after its last version without an end frame (the
+    /// iterator's bounds hold just the item). The item may be outside `checked.range`:
+    /// then nothing is sent.
     pub(crate) fn iterate_item(&self, checked: &Checked, prefix: &[u8]) -> Iteration<'_> {
-        let mut it = self.db().raw_iterator_opt(scan_options(checked.range));
+        let mut opts = scan_options(checked.range);
+        // The item's keys are its prefix and an 8-byte index: this bound is above them all
+        // and, prefixes being prefix-free, below every later item.
+        let mut upper = Vec::with_capacity(prefix.len() + keys::INDEX_BYTES + 1);
+        upper.extend_from_slice(prefix);
+        upper.extend_from_slice(&[0xFF; keys::INDEX_BYTES + 1]);
+        opts.set_iterate_lower_bound(prefix.to_vec());
+        opts.set_iterate_upper_bound(upper);
+        let mut it = self.db().raw_iterator_opt(opts);
         it.seek(prefix);
+        // An item outside the range is not the caller's: nothing to send.
+        let hash = prefix.first_chunk::<4>().map(|h| u32::from_be_bytes(*h));
+        let outside = !hash.is_some_and(|h| checked.range.contains(h));
         Iteration {
             view: self,
             it,
@@ -268,8 +280,8 @@ impl DiskView {
             key: ItemKeyState::default(),
             spare: Vec::new(),
             stats: IterStats::default(),
-            done: false,
-            only_item: Some(prefix.to_vec()),
+            done: outside,
+            one_item: true,
             scanned_bytes: 0,
         }
     }
@@ -334,15 +346,6 @@ impl Iteration<'_> {
             return Ok(());
         };
         let parts = keys::split_key(key).ok_or_else(|| view.corrupt(format!("bad key {key:?}")))?;
-        if self
-            .only_item
-            .as_deref()
-            .is_some_and(|only| parts.prefix != only)
-        {
-            self.flush_pending(out)?;
-            self.finish(out);
-            return Ok(());
-        }
         if !self.req.kinds.allows(parts.kind) {
             let (hash, kind) = (parts.hash, parts.kind);
             return self.skip_kind(hash, kind, out);
@@ -406,7 +409,7 @@ impl Iteration<'_> {
 
     fn finish(&mut self, out: &mut Vec<u8>) {
         self.done = true;
-        if self.only_item.is_some() {
+        if self.one_item {
             return;
         }
         frame::encode_end(
