@@ -190,8 +190,6 @@ pub struct Iteration<'v> {
     /// One item only, and no end frame: the carousel's riders read an item too large to
     /// share this way (`DiskView::iterate_item`; the iterator's bounds hold the item).
     one_item: bool,
-    /// Stored key and value bytes read so far.
-    scanned_bytes: u64,
 }
 
 impl std::fmt::Debug for Iteration<'_> {
@@ -249,7 +247,6 @@ impl DiskView {
             stats: IterStats::default(),
             done: false,
             one_item: false,
-            scanned_bytes: 0,
         })
     }
 
@@ -282,7 +279,6 @@ impl DiskView {
             stats: IterStats::default(),
             done: outside,
             one_item: true,
-            scanned_bytes: 0,
         }
     }
 }
@@ -310,7 +306,15 @@ impl Iteration<'_> {
     /// fewer only when the scan ends, in which case the end frame is appended too. Returns
     /// `true` once the end frame is in.
     pub fn fill(&mut self, out: &mut Vec<u8>, bytes_max: usize) -> Result<bool, IterError> {
-        self.fill_scanning(out, bytes_max, u64::MAX)
+        let start_len = out.len();
+        let limit = start_len.saturating_add(bytes_max.max(1));
+        // Each batch is decoded on its own: its first frame carries its key.
+        self.key.sent = false;
+        while !self.done && out.len() < limit {
+            self.step(out)?;
+        }
+        self.stats.bytes += (out.len() - start_len) as u64;
+        Ok(self.done)
     }
 
     /// `fill`, but return as well once `scan_bytes_max` stored bytes were read in this call,
@@ -326,10 +330,14 @@ impl Iteration<'_> {
     ) -> Result<bool, IterError> {
         let start_len = out.len();
         let limit = start_len.saturating_add(bytes_max.max(1));
-        let scan_limit = self.scanned_bytes.saturating_add(scan_bytes_max.max(1));
+        let mut scanned = 0u64;
         // Each batch is decoded on its own: its first frame carries its key.
         self.key.sent = false;
-        while !self.done && out.len() < limit && self.scanned_bytes < scan_limit {
+        while !self.done && out.len() < limit && scanned < scan_bytes_max {
+            // Counted here rather than in `step`, which `fill` keeps lean.
+            if let (Some(k), Some(v)) = (self.it.key(), self.it.value()) {
+                scanned += (k.len() + v.len()) as u64;
+            }
             self.step(out)?;
         }
         self.stats.bytes += (out.len() - start_len) as u64;
@@ -351,7 +359,6 @@ impl Iteration<'_> {
             return self.skip_kind(hash, kind, out);
         }
         self.stats.versions_scanned += 1;
-        self.scanned_bytes += key.len() as u64;
         if parts.prefix != self.item.as_slice() {
             if let Some((index, value)) = self.pending.take() {
                 let mut frame = FrameOut::new(view, &self.req, &mut self.key, out);
@@ -365,7 +372,6 @@ impl Iteration<'_> {
         }
         if parts.index >= self.req.from && parts.index <= self.req.cut {
             let value = self.it.value().expect("a valid iterator has a value");
-            self.scanned_bytes += value.len() as u64;
             if self.req.latest_only {
                 let mut buf = match self.pending.take() {
                     Some((_, buf)) => buf,
