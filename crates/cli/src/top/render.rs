@@ -614,6 +614,11 @@ fn carousel_lines(s: &Sample, rates: Option<&Rates>, app: &App) -> Vec<Line<'sta
                 count(&c["groups"]),
                 count(&c["chunks_encoded"])
             )),
+            // Items too large to share, which each rider reads itself (docs/iteration.md).
+            Span::raw(match c["large_items"].as_u64() {
+                Some(n) if n > 0 => format!("  large items {n}"),
+                _ => String::new(),
+            }),
         ]));
         for r in riders {
             let id = r["id"].as_u64();
@@ -704,7 +709,7 @@ mod tests {
                            "eta_s": 2.0, "seconds": boot_seconds, "error": null}],
                 "carousels": [
                     {"view": "disk-0", "running": true, "laps": 3, "chunks_encoded": 120,
-                     "ring_cursor": 99, "ring_slots": 64, "groups": 1,
+                     "large_items": 2, "ring_cursor": 99, "ring_slots": 64, "groups": 1,
                      "riders": [{"id": 7, "cut": 900, "range": {"lo": 0, "hi": 1_073_741_824u64},
                                  "mode": "shared", "frames": 50, "bytes": rider_bytes,
                                  "demotions": 0, "rejoins": 0}]},
@@ -790,6 +795,7 @@ mod tests {
         assert!(has(&s, "ETA 2 s"), "{text}");
         assert!(has(&s, "rider #7 shared    [0%, 25%)  cut 900"), "{text}");
         assert!(has(&s, "scanning  riders 1  laps 3"), "{text}");
+        assert!(has(&s, "chunks encoded 120  large items 2"), "{text}");
         assert!(has(&s, "2.0 KiB/s"), "{text}");
         assert!(has(&s, "1 idle, no riders: disk-1"), "{text}");
         assert!(has(&s, "iterate 1/64"), "{text}");
