@@ -199,8 +199,7 @@ impl ItemBuf {
         }
         if !streamed {
             for b in builders.iter_mut() {
-                b.add(self, view)?;
-                if b.item_bytes() > shared_bytes_max {
+                if !b.add(self, view, shared_bytes_max)? {
                     return Ok(false);
                 }
             }
@@ -293,8 +292,14 @@ impl ChunkBuilder {
         f.kinds.allows(kind) && index >= f.from && index <= f.cut
     }
 
-    /// Append the frames this filter wants of `item`.
-    pub fn add(&mut self, item: &ItemBuf, view: &DiskView) -> Result<(), IterError> {
+    /// Append the frames this filter wants of `item`; `false` as soon as they pass
+    /// `bytes_max` since the last `mark` (the item is then not shared).
+    pub fn add(
+        &mut self,
+        item: &ItemBuf,
+        view: &DiskView,
+        bytes_max: usize,
+    ) -> Result<bool, IterError> {
         let kind = item.kind.expect("a loaded item has a kind");
         if self.filter.latest_only {
             let cut = self.filter.cut;
@@ -308,10 +313,13 @@ impl ChunkBuilder {
                 if self.wants(kind, *index) {
                     let stored = &item.values[range.clone()];
                     self.emit(&item.core_key, item.hash, *index, stored, view)?;
+                    if self.item_bytes() > bytes_max {
+                        return Ok(false);
+                    }
                 }
             }
         }
-        Ok(())
+        Ok(self.item_bytes() <= bytes_max)
     }
 
     /// Append the version frame at `index` of the item whose core key is `core_key` and

@@ -79,8 +79,12 @@ enum Driver {
 }
 
 /// Chunks from a worker thread that runs an `Iteration` (`spawn_fill`): (bytes, frames,
-/// last).
-type Pieces = Receiver<Result<(Bytes, u64, bool), IterError>>;
+/// last). A piece is empty only if it is the last.
+struct Pieces {
+    rx: Receiver<Result<(Bytes, u64, bool), IterError>>,
+    /// Held while the pieces are wanted: the worker stops once nobody holds it.
+    _wanted: Arc<()>,
+}
 
 /// What a worker thread iterates.
 enum Source {
@@ -232,14 +236,13 @@ impl Rider {
             }
             let step = match &mut self.driver {
                 Driver::Carousel(ride) => ride.step(&self.inner, &self.shared),
-                Driver::Dedicated(rx) => {
-                    let got = rx.recv().unwrap_or_else(|_| {
+                Driver::Dedicated(pieces) => {
+                    let got = pieces.rx.recv().unwrap_or_else(|_| {
                         Err(IterError::CarouselFailed {
                             reason: "the dedicated iterator's thread stopped".into(),
                         })
                     });
                     match got {
-                        Ok((bytes, _, false)) if bytes.is_empty() => continue,
                         Ok((bytes, frames, last)) => {
                             if last {
                                 self.phase = Phase::Done;
@@ -299,7 +302,7 @@ impl Ride {
             return Err(e);
         }
         if let Some(pieces) = &self.large {
-            let (bytes, frames, last) = pieces.recv().unwrap_or_else(|_| {
+            let (bytes, frames, last) = pieces.rx.recv().unwrap_or_else(|_| {
                 Err(IterError::CarouselFailed {
                     reason: "the thread reading a large item stopped".into(),
                 })
@@ -506,14 +509,13 @@ impl Ride {
     }
 }
 
-/// Stored bytes a worker reads per piece at most (times `chunk_bytes`), even when its
-/// filter keeps few versions: it then hands out an empty piece, and stops there if the
-/// rider went away.
+/// Stored bytes a worker reads (times `chunk_bytes`) between checks that its rider still
+/// wants its pieces, even when its filter keeps few versions (a latest-only rider over a
+/// long history, a `from` near the head): one whose rider went away stops within that.
 const WORKER_SCAN_CHUNKS_MAX: u64 = 16;
 
 /// Run an iteration of `source` on a thread of its own, which hands out chunks of about
-/// `chunk_bytes`, two in flight (it reads the next while the caller sends one); a piece may
-/// be empty (`WORKER_SCAN_CHUNKS_MAX`).
+/// `chunk_bytes`, two in flight (it reads the next while the caller sends one).
 fn spawn_fill(
     view: Arc<DiskView>,
     source: Source,
@@ -522,6 +524,8 @@ fn spawn_fill(
     name: &str,
 ) -> Result<Pieces, IterError> {
     let (tx, rx) = sync_channel(2);
+    let wanted = Arc::new(());
+    let still_wanted = Arc::downgrade(&wanted);
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
@@ -539,21 +543,26 @@ fn spawn_fill(
                     return;
                 }
             };
+            let scan_max = WORKER_SCAN_CHUNKS_MAX.saturating_mul(chunk_bytes as u64);
             loop {
                 let mut buf = Vec::with_capacity(super::chunk_capacity_bytes(chunk_bytes));
                 let before = it.stats().frames;
-                let scan_max = WORKER_SCAN_CHUNKS_MAX.saturating_mul(chunk_bytes as u64);
-                let sent = match it.fill_scanning(&mut buf, chunk_bytes, scan_max) {
-                    Ok(done) => {
-                        let frames = it.stats().frames - before;
-                        tx.send(Ok((Bytes::from(buf), frames, done))).is_ok() && !done
+                let mut done = false;
+                while !done && buf.len() < chunk_bytes {
+                    if still_wanted.strong_count() == 0 {
+                        return;
                     }
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        false
+                    let room = chunk_bytes - buf.len();
+                    match it.fill_scanning(&mut buf, room, scan_max) {
+                        Ok(d) => done = d,
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
                     }
-                };
-                if !sent {
+                }
+                let frames = it.stats().frames - before;
+                if tx.send(Ok((Bytes::from(buf), frames, done))).is_err() || done {
                     return;
                 }
             }
@@ -561,7 +570,10 @@ fn spawn_fill(
         .map_err(|e| IterError::CarouselFailed {
             reason: format!("cannot start a {name} thread: {e}"),
         })?;
-    Ok(rx)
+    Ok(Pieces {
+        rx,
+        _wanted: wanted,
+    })
 }
 
 /// Wait until the scanner has admitted the rider.
