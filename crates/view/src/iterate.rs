@@ -311,7 +311,7 @@ impl Iteration<'_> {
         // Each batch is decoded on its own: its first frame carries its key.
         self.key.sent = false;
         while !self.done && out.len() < limit {
-            self.step(out)?;
+            self.step::<false>(out)?;
         }
         self.stats.bytes += (out.len() - start_len) as u64;
         Ok(self.done)
@@ -334,29 +334,29 @@ impl Iteration<'_> {
         // Each batch is decoded on its own: its first frame carries its key.
         self.key.sent = false;
         while !self.done && out.len() < limit && scanned < scan_bytes_max {
-            // Counted here rather than in `step`, which `fill` keeps lean.
-            if let (Some(k), Some(v)) = (self.it.key(), self.it.value()) {
-                scanned += (k.len() + v.len()) as u64;
-            }
-            self.step(out)?;
+            scanned += self.step::<true>(out)? as u64;
         }
         self.stats.bytes += (out.len() - start_len) as u64;
         Ok(self.done)
     }
 
-    /// Advance by one stored version (or one skip), appending at most two frames.
-    fn step(&mut self, out: &mut Vec<u8>) -> Result<(), IterError> {
+    /// Advance by one stored version (or one skip), appending at most two frames. With
+    /// `COUNT` (`fill_scanning`), returns the stored bytes it read; without (`fill`, whose
+    /// loop is the iteration's hot path), 0, and counts nothing.
+    fn step<const COUNT: bool>(&mut self, out: &mut Vec<u8>) -> Result<usize, IterError> {
         let view = self.view;
         let Some(key) = self.it.key() else {
             self.it.status().map_err(crate::disk::db_err(view.dir()))?;
             self.flush_pending(out)?;
             self.finish(out);
-            return Ok(());
+            return Ok(0);
         };
+        let mut read = if COUNT { key.len() } else { 0 };
         let parts = keys::split_key(key).ok_or_else(|| view.corrupt(format!("bad key {key:?}")))?;
         if !self.req.kinds.allows(parts.kind) {
             let (hash, kind) = (parts.hash, parts.kind);
-            return self.skip_kind(hash, kind, out);
+            self.skip_kind(hash, kind, out)?;
+            return Ok(read);
         }
         self.stats.versions_scanned += 1;
         if parts.prefix != self.item.as_slice() {
@@ -372,6 +372,9 @@ impl Iteration<'_> {
         }
         if parts.index >= self.req.from && parts.index <= self.req.cut {
             let value = self.it.value().expect("a valid iterator has a value");
+            if COUNT {
+                read += value.len();
+            }
             if self.req.latest_only {
                 let mut buf = match self.pending.take() {
                     Some((_, buf)) => buf,
@@ -384,9 +387,12 @@ impl Iteration<'_> {
                 let mut frame = FrameOut::new(view, &self.req, &mut self.key, out);
                 frame.emit(&self.item, parts.index, value, &mut self.stats)?;
             }
+        } else if COUNT {
+            // Passed over, but read from storage all the same.
+            read += self.it.value().map_or(0, <[u8]>::len);
         }
         self.it.next();
-        Ok(())
+        Ok(read)
     }
 
     /// Jump past every key of `kind` at `hash` (the kinds filter costs one seek, not a scan).
