@@ -162,6 +162,15 @@ pub struct Checked {
     pub latest_only: bool,
 }
 
+impl Checked {
+    /// Whether this request covers the item whose prefix (a Disk View key without its
+    /// index) is `prefix`: its kind and its partition hash.
+    pub(crate) fn wants_item(&self, prefix: &[u8]) -> bool {
+        keys::prefix_hash_kind(prefix)
+            .is_some_and(|(hash, kind)| self.kinds.allows(kind) && self.range.contains(hash))
+    }
+}
+
 /// Counters of one iteration.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IterStats {
@@ -236,24 +245,13 @@ impl DiskView {
         let checked = req.check(self.partition(), self.applied_index())?;
         let mut it = self.db().raw_iterator_opt(scan_options(checked.range));
         it.seek(keys::hash_floor(checked.range.lo()));
-        Ok(Iteration {
-            view: self,
-            it,
-            req: checked,
-            item: Vec::new(),
-            pending: None,
-            key: ItemKeyState::default(),
-            spare: Vec::new(),
-            stats: IterStats::default(),
-            done: false,
-            one_item: false,
-        })
+        Ok(Iteration::new(self, it, checked, false))
     }
 
     /// Iterate the one item whose Disk View key prefix is `prefix`, with the filters and
     /// the cut of `checked`, and end after its last version without an end frame (the
-    /// iterator's bounds hold just the item). The item may be outside `checked.range`:
-    /// then nothing is sent.
+    /// iterator's bounds hold just the item). An item the request does not cover (its
+    /// range, its kinds) sends nothing.
     pub(crate) fn iterate_item(&self, checked: &Checked, prefix: &[u8]) -> Iteration<'_> {
         let mut opts = scan_options(checked.range);
         // The item's keys are its prefix and an 8-byte index: this bound is above them all
@@ -265,25 +263,33 @@ impl DiskView {
         opts.set_iterate_upper_bound(upper);
         let mut it = self.db().raw_iterator_opt(opts);
         it.seek(prefix);
-        // An item outside the range is not the caller's: nothing to send.
-        let hash = prefix.first_chunk::<4>().map(|h| u32::from_be_bytes(*h));
-        let outside = !hash.is_some_and(|h| checked.range.contains(h));
+        let mut iteration = Iteration::new(self, it, checked.clone(), true);
+        iteration.done = !checked.wants_item(prefix);
+        iteration
+    }
+}
+
+impl<'v> Iteration<'v> {
+    fn new(
+        view: &'v DiskView,
+        it: DBRawIteratorWithThreadMode<'v, DB>,
+        req: Checked,
+        one_item: bool,
+    ) -> Self {
         Iteration {
-            view: self,
+            view,
             it,
-            req: checked.clone(),
+            req,
             item: Vec::new(),
             pending: None,
             key: ItemKeyState::default(),
             spare: Vec::new(),
             stats: IterStats::default(),
-            done: outside,
-            one_item: true,
+            done: false,
+            one_item,
         }
     }
-}
 
-impl Iteration<'_> {
     /// The cut: the consumer continues by tailing the log from `cut + 1`.
     pub fn cut(&self) -> Index {
         self.req.cut
@@ -306,15 +312,7 @@ impl Iteration<'_> {
     /// fewer only when the scan ends, in which case the end frame is appended too. Returns
     /// `true` once the end frame is in.
     pub fn fill(&mut self, out: &mut Vec<u8>, bytes_max: usize) -> Result<bool, IterError> {
-        let start_len = out.len();
-        let limit = start_len.saturating_add(bytes_max.max(1));
-        // Each batch is decoded on its own: its first frame carries its key.
-        self.key.sent = false;
-        while !self.done && out.len() < limit {
-            self.step::<false>(out)?;
-        }
-        self.stats.bytes += (out.len() - start_len) as u64;
-        Ok(self.done)
+        self.fill_with::<false>(out, bytes_max, u64::MAX)
     }
 
     /// `fill`, but return as well once `scan_bytes_max` stored bytes were read in this call,
@@ -328,13 +326,24 @@ impl Iteration<'_> {
         bytes_max: usize,
         scan_bytes_max: u64,
     ) -> Result<bool, IterError> {
+        self.fill_with::<true>(out, bytes_max, scan_bytes_max)
+    }
+
+    /// `fill` (without `COUNT`, where the scan bound is never reached: the iteration's hot
+    /// loop counts nothing) and `fill_scanning` (with it).
+    fn fill_with<const COUNT: bool>(
+        &mut self,
+        out: &mut Vec<u8>,
+        bytes_max: usize,
+        scan_bytes_max: u64,
+    ) -> Result<bool, IterError> {
         let start_len = out.len();
         let limit = start_len.saturating_add(bytes_max.max(1));
         let mut scanned = 0u64;
         // Each batch is decoded on its own: its first frame carries its key.
         self.key.sent = false;
         while !self.done && out.len() < limit && scanned < scan_bytes_max {
-            scanned += self.step::<true>(out)? as u64;
+            scanned += self.step::<COUNT>(out)? as u64;
         }
         self.stats.bytes += (out.len() - start_len) as u64;
         Ok(self.done)

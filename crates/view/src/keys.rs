@@ -122,18 +122,24 @@ pub fn split_key(key: &[u8]) -> Option<KeyParts<'_>> {
         return None;
     }
     let (prefix, index) = key.split_at(key.len() - INDEX_BYTES);
-    let hash = u32::from_be_bytes(prefix[..HASH_BYTES].try_into().ok()?);
-    let kind = match prefix[HASH_BYTES] {
-        0 => ItemKind::Node,
-        1 => ItemKind::Edge,
-        _ => return None,
-    };
+    let (hash, kind) = prefix_hash_kind(prefix)?;
     Some(KeyParts {
         hash,
         kind,
         prefix,
         index: Index::new(u64::from_be_bytes(index.try_into().ok()?)),
     })
+}
+
+/// The partition hash and kind an item prefix (a key without its index) starts with.
+pub fn prefix_hash_kind(prefix: &[u8]) -> Option<(u32, ItemKind)> {
+    let hash = u32::from_be_bytes(prefix.get(..HASH_BYTES)?.try_into().ok()?);
+    let kind = match prefix.get(HASH_BYTES)? {
+        0 => ItemKind::Node,
+        1 => ItemKind::Edge,
+        _ => return None,
+    };
+    Some((hash, kind))
 }
 
 fn unescape(buf: &[u8], pos: &mut usize) -> Option<String> {

@@ -51,6 +51,18 @@ pub(crate) struct AloneChunk {
     pub large_item: Option<Vec<u8>>,
 }
 
+impl AloneChunk {
+    /// The frames `builder` holds, the rider then standing at `next`.
+    fn of(builder: ChunkBuilder, next: ScanPos) -> AloneChunk {
+        AloneChunk {
+            frames: builder.meta.frames,
+            buf: builder.buf,
+            next,
+            large_item: None,
+        }
+    }
+}
+
 /// Read from `pos` towards `bound`.
 struct Request {
     pos: ScanPos,
@@ -210,13 +222,7 @@ impl Reader<'_> {
                     key: parts.prefix.to_vec(),
                 };
                 self.at = Some(next.clone());
-                let frames = builder.meta.frames;
-                return Ok(AloneChunk {
-                    buf: builder.buf,
-                    frames,
-                    next,
-                    large_item: None,
-                });
+                return Ok(AloneChunk::of(builder, next));
             }
             if !self.filter.kinds.allows(parts.kind) {
                 let (hash, kind) = (parts.hash, parts.kind);
@@ -243,24 +249,12 @@ impl Reader<'_> {
                     key: prefix.clone(),
                 };
                 self.large_at = Some(prefix);
-                let frames = builder.meta.frames;
-                return Ok(AloneChunk {
-                    buf: builder.buf,
-                    frames,
-                    next,
-                    large_item: None,
-                });
+                return Ok(AloneChunk::of(builder, next));
             }
             raw_bytes += self.item.raw_bytes;
             items += 1;
         }
-        let frames = builder.meta.frames;
-        Ok(AloneChunk {
-            buf: builder.buf,
-            frames,
-            next: limit,
-            large_item: None,
-        })
+        Ok(AloneChunk::of(builder, limit))
     }
 
     /// Pass over the item at `pos` (whose prefix is `prefix`), too large to share: the

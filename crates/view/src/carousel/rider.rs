@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Serialize;
-use spindle_core::{Index, ItemKind, Partition};
+use spindle_core::{Index, Partition};
 
 use super::alone::AloneReader;
 use super::encode::{chunk_use, trim, ChunkUse, ScanPos};
@@ -84,6 +84,17 @@ struct Pieces {
     rx: Receiver<Result<(Bytes, u64, bool), IterError>>,
     /// Held while the pieces are wanted: the worker stops once nobody holds it.
     _wanted: Arc<()>,
+}
+
+impl Pieces {
+    /// Blocking: the next piece; `worker` names the thread in the error if it stopped.
+    fn next(&self, worker: &str) -> Result<(Bytes, u64, bool), IterError> {
+        self.rx.recv().unwrap_or_else(|_| {
+            Err(IterError::CarouselFailed {
+                reason: format!("the {worker} thread stopped"),
+            })
+        })
+    }
 }
 
 /// What a worker thread iterates.
@@ -237,11 +248,7 @@ impl Rider {
             let step = match &mut self.driver {
                 Driver::Carousel(ride) => ride.step(&self.inner, &self.shared),
                 Driver::Dedicated(pieces) => {
-                    let got = pieces.rx.recv().unwrap_or_else(|_| {
-                        Err(IterError::CarouselFailed {
-                            reason: "the dedicated iterator's thread stopped".into(),
-                        })
-                    });
+                    let got = pieces.next("dedicated iterator's");
                     match got {
                         Ok((bytes, frames, last)) => {
                             if last {
@@ -302,11 +309,7 @@ impl Ride {
             return Err(e);
         }
         if let Some(pieces) = &self.large {
-            let (bytes, frames, last) = pieces.rx.recv().unwrap_or_else(|_| {
-                Err(IterError::CarouselFailed {
-                    reason: "the thread reading a large item stopped".into(),
-                })
-            })?;
+            let (bytes, frames, last) = pieces.next("large item's")?;
             if last {
                 self.large = None;
             }
@@ -462,13 +465,7 @@ impl Ride {
         prefix: &[u8],
     ) -> Result<(), IterError> {
         let c = &rider.checked;
-        let hash = u32::from_be_bytes(prefix[..4].try_into().expect("a prefix has a hash"));
-        let kind_wanted = if prefix[4] == ItemKind::Node as u8 {
-            c.kinds.nodes
-        } else {
-            c.kinds.edges
-        };
-        if !kind_wanted || !c.range.contains(hash) {
+        if !c.wants_item(prefix) {
             return Ok(());
         }
         self.large_items += 1;
