@@ -5,13 +5,17 @@
 //! `get-warm` its first from the cache), then listed and reopened,
 //! through Spindle's chunk store and its peers in one run on the same machine:
 //!
-//! - `spindle`: `spindle_chunk::ChunkStore` with default options;
+//! - `spindle`: `spindle_chunk::ChunkStore` with default options (4 lanes: 4 volumes
+//!   appended to at once);
+//! - `spindle-one-lane`: the same with one volume appended to at a time (the store before
+//!   lanes), to show what lanes are worth;
 //! - `file-per-chunk`: one file per chunk, written and fdatasync'ed (no directory fsync, which
 //!   flatters it: a crash may lose the name of a file whose bytes were synced);
 //! - `sqlite-blob`: SQLite, WAL, `synchronous=FULL`, one row per chunk, one connection per
 //!   writer;
-//! - `device`: the limits: appends with one fdatasync per group of the size Spindle reached,
-//!   and random `O_DIRECT` reads of a file of the same size.
+//! - `device`: the limits: as many syncers as Spindle runs at once, each appending groups of
+//!   the size Spindle's group commits reached to a file of its own with one fdatasync per
+//!   group, and random `O_DIRECT` reads of a file of the same size.
 //!
 //! A round is phase by phase (`put`, `get-cold`, `get-again`, `get-warm`, `keys`, `open`),
 //! each phase for every system in turn, so that the systems meet the machine's noise at about the same time;
@@ -55,7 +59,8 @@ pub struct Args {
     /// Concurrent writers (and readers).
     #[arg(long, default_value_t = 16)]
     pub writers: usize,
-    /// Systems to measure, comma-separated (spindle, file-per-chunk, sqlite-blob, device).
+    /// Systems to measure, comma-separated (spindle, spindle-one-lane, file-per-chunk,
+    /// sqlite-blob, device).
     #[arg(
         long,
         value_delimiter = ',',
@@ -94,7 +99,13 @@ struct Row {
     p99_us: u64,
 }
 
-const SYSTEMS: [&str; 4] = ["spindle", "file-per-chunk", "sqlite-blob", "device"];
+const SYSTEMS: [&str; 5] = [
+    "spindle",
+    "spindle-one-lane",
+    "file-per-chunk",
+    "sqlite-blob",
+    "device",
+];
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     ensure!(
@@ -155,10 +166,19 @@ fn one_round(
         let dir = tmp.path().join(name);
         fs::create_dir_all(&dir)?;
         systems.push(match name {
-            "spindle" => Box::new(Spindle {
+            "spindle" | "spindle-one-lane" => Box::new(Spindle {
+                name,
                 dir,
                 store: None,
                 ids: Vec::new(),
+                opts: Options {
+                    active_volumes: if name == "spindle" {
+                        Options::default().active_volumes
+                    } else {
+                        1
+                    },
+                    ..Options::default()
+                },
             }),
             "file-per-chunk" => Box::new(Files {
                 dir,
@@ -406,15 +426,19 @@ where
     Ok((secs, h, ids.into_inner().expect("ids lock")))
 }
 
+/// The chunk store; `spindle-one-lane` appends to one volume at a time (the store before
+/// lanes), `spindle` to the default number.
 struct Spindle {
+    name: &'static str,
     dir: PathBuf,
     store: Option<ChunkStore>,
     ids: Vec<ChunkId>,
+    opts: Options,
 }
 
 impl System for Spindle {
     fn name(&self) -> &'static str {
-        "spindle"
+        self.name
     }
 
     fn run(
@@ -428,15 +452,18 @@ impl System for Spindle {
         let name = self.name();
         let (n, size) = (args.chunks, args.size);
         if self.store.is_none() {
-            self.store = Some(ChunkStore::open(&self.dir, Options::default())?);
+            self.store = Some(ChunkStore::open(&self.dir, self.opts.clone())?);
         }
         let store = self.store.as_ref().expect("opened above");
         Ok(Some(match phase {
             "put" => {
                 let (secs, h, ids) = put_all(args, data, |_, buf| Ok(store.put(buf)?))?;
                 self.ids = ids;
-                let syncs = store.stats().syncs;
-                eprintln!("spindle: {n} puts in {syncs} syncs");
+                let stats = store.stats();
+                eprintln!(
+                    "{name}: {n} puts in {} group commits, {} volume syncs",
+                    stats.group_commits, stats.syncs
+                );
                 row(name, phase, n, size, secs, &h)
             }
             "get-cold" | "get-again" | "get-warm" => {
@@ -467,7 +494,7 @@ impl System for Spindle {
             "open" => {
                 self.store.take().expect("open").close()?;
                 let t0 = Instant::now();
-                let store = ChunkStore::open(&self.dir, Options::default())?;
+                let store = ChunkStore::open(&self.dir, self.opts.clone())?;
                 let secs = t0.elapsed().as_secs_f64();
                 ensure!(
                     store.len() == n,
@@ -482,9 +509,12 @@ impl System for Spindle {
     }
 
     fn group(&self) -> Option<usize> {
-        let syncs = self.store.as_ref()?.stats().syncs;
-        (!self.ids.is_empty() && syncs > 0)
-            .then(|| ((self.ids.len() as f64 / syncs as f64).round() as usize).max(1))
+        if self.name != "spindle" {
+            return None;
+        }
+        let commits = self.store.as_ref()?.stats().group_commits;
+        (!self.ids.is_empty() && commits > 0)
+            .then(|| ((self.ids.len() as f64 / commits as f64).round() as usize).max(1))
     }
 }
 
@@ -712,7 +742,10 @@ impl System for Device {
     }
 }
 
-/// Appends with one fdatasync per `group` chunks, from one thread.
+/// The disk's limit for puts at Spindle's group size: as many syncers as Spindle lets run at
+/// once (`syncs_in_flight_max`), each appending `group` chunks to a file of its own and then
+/// `fdatasync`ing it, until `n` chunks are written. No hashing, no index, no hand-off between
+/// threads: what is left is the page-cache copy and the syncs, as many at once as Spindle's.
 fn device_put(
     path: &Path,
     n: usize,
@@ -722,29 +755,58 @@ fn device_put(
 ) -> anyhow::Result<Row> {
     let stride = device_stride(size);
     let group = group.max(1);
-    let mut f = File::create(path)?;
-    let mut h = Histogram::<u64>::new(3)?;
-    let mut buf = Vec::with_capacity(stride);
+    let syncers = Options::default().syncs_in_flight_max;
+    let next = AtomicUsize::new(0);
+    let h = Mutex::new(Histogram::<u64>::new(3)?);
     let start = Instant::now();
-    for first in (0..n).step_by(group) {
-        let t0 = Instant::now();
-        let last = (first + group).min(n);
-        for i in first..last {
-            data.fill(i, &mut buf);
-            buf.resize(stride, 0);
-            f.write_all(&buf)?;
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        let workers: Vec<_> = (0..syncers)
+            .map(|t| {
+                let (next, h) = (&next, &h);
+                let path = path.with_extension(format!("{t}"));
+                s.spawn(move || -> anyhow::Result<()> {
+                    let mut f = File::create(&path)?;
+                    let mut buf = Vec::with_capacity(stride);
+                    loop {
+                        let first = next.fetch_add(group, Ordering::Relaxed);
+                        if first >= n {
+                            return Ok(());
+                        }
+                        let last = (first + group).min(n);
+                        let t0 = Instant::now();
+                        for i in first..last {
+                            data.fill(i, &mut buf);
+                            buf.resize(stride, 0);
+                            f.write_all(&buf)?;
+                        }
+                        f.sync_data()?;
+                        h.lock()
+                            .expect("histogram lock")
+                            .record_n(t0.elapsed().as_micros() as u64, (last - first) as u64)?;
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().expect("device writer panicked")?;
         }
-        f.sync_data()?;
-        h.record_n(t0.elapsed().as_micros() as u64, (last - first) as u64)?;
+        Ok(())
+    })?;
+    let secs = start.elapsed().as_secs_f64();
+    for t in 0..syncers {
+        fs::remove_file(path.with_extension(format!("{t}")))?;
     }
-    Ok(row(
-        "device",
-        "put",
-        n,
-        size,
-        start.elapsed().as_secs_f64(),
-        &h,
-    ))
+    // The reads want every chunk in one file, at `i * stride`: lay it out, untimed.
+    let mut f = File::create(path)?;
+    let mut buf = Vec::with_capacity(stride);
+    for i in 0..n {
+        data.fill(i, &mut buf);
+        buf.resize(stride, 0);
+        f.write_all(&buf)?;
+    }
+    f.sync_data()?;
+    let h = h.into_inner().expect("histogram lock");
+    Ok(row("device", "put", n, size, secs, &h))
 }
 
 /// Random `O_DIRECT` reads of whole chunks.
@@ -805,6 +867,7 @@ fn print_markdown(names: &[&str], rounds: &[Vec<Row>], groups: &[usize]) {
     println!();
     println!(
         "device put synced once per {groups:?} chunks in the rounds (Spindle's average group \
-         commit)."
+         commit), {} syncers at once.",
+        Options::default().syncs_in_flight_max
     );
 }

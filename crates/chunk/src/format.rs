@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::id::ChunkId;
 
-/// Format version written into every volume and hint header.
+/// Format version of hint files (and of the store as a whole, in the marker).
 pub const FORMAT_VERSION: u32 = 1;
 
 /// Name of the marker file that makes a directory a chunk store (and is the lock file).
@@ -136,33 +136,89 @@ impl RecordHeader {
     }
 }
 
-/// Encode a volume header.
-pub fn encode_volume_header(volume: u32) -> [u8; VOLUME_HEADER_LEN as usize] {
-    let mut b = [0u8; VOLUME_HEADER_LEN as usize];
-    b[0..8].copy_from_slice(VOLUME_MAGIC);
-    b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-    b[12..16].copy_from_slice(&volume.to_le_bytes());
-    let crc = crc32c::crc32c(&b[0..60]);
-    b[60..64].copy_from_slice(&crc.to_le_bytes());
-    b
+/// Version of volume headers written now: 2 adds the volume's lane (bytes 16..24). Version 1
+/// headers (zeros there) still read, as lane 0 of 1 in generation 0.
+pub const VOLUME_FORMAT_VERSION: u32 = 2;
+
+/// What a volume header says: its number and which lane of which generation it belongs to.
+///
+/// A store appends to several volumes at once, one per lane; a chunk's records always go to
+/// the lane `lane_of(id, lanes)`, and a lane's volumes are numbered in the order they were
+/// written, so the records of one chunk are in (volume, offset) order. A generation is a run
+/// of volumes written with one lane count; it is named by its first volume's number, and a
+/// store opened with another lane count starts a new one above every existing volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VolumeHeader {
+    /// The volume's number (also in its file name).
+    pub number: u32,
+    /// Number of the first volume of its generation (0 for version 1 volumes).
+    pub generation: u32,
+    /// Its lane, below `lanes`.
+    pub lane: u16,
+    /// Lanes of its generation.
+    pub lanes: u16,
 }
 
-/// Decode a volume header; returns the volume number written in it.
-pub fn decode_volume_header(b: &[u8; VOLUME_HEADER_LEN as usize]) -> Result<u32, String> {
-    if &b[0..8] != VOLUME_MAGIC {
-        return Err("no volume magic".into());
+impl VolumeHeader {
+    /// Encode the header.
+    pub fn encode(&self) -> [u8; VOLUME_HEADER_LEN as usize] {
+        let mut b = [0u8; VOLUME_HEADER_LEN as usize];
+        b[0..8].copy_from_slice(VOLUME_MAGIC);
+        b[8..12].copy_from_slice(&VOLUME_FORMAT_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&self.number.to_le_bytes());
+        b[16..20].copy_from_slice(&self.generation.to_le_bytes());
+        b[20..22].copy_from_slice(&self.lane.to_le_bytes());
+        b[22..24].copy_from_slice(&self.lanes.to_le_bytes());
+        let crc = crc32c::crc32c(&b[0..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b
     }
-    let crc = u32::from_le_bytes(b[60..64].try_into().unwrap());
-    if crc != crc32c::crc32c(&b[0..60]) {
-        return Err("volume header checksum mismatch".into());
+
+    /// Decode a header (version 1 or 2).
+    pub fn decode(b: &[u8; VOLUME_HEADER_LEN as usize]) -> Result<Self, String> {
+        if &b[0..8] != VOLUME_MAGIC {
+            return Err("no volume magic".into());
+        }
+        let crc = u32::from_le_bytes(b[60..64].try_into().unwrap());
+        if crc != crc32c::crc32c(&b[0..60]) {
+            return Err("volume header checksum mismatch".into());
+        }
+        let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        let u16_at = |at: usize| u16::from_le_bytes(b[at..at + 2].try_into().unwrap());
+        let number = u32_at(12);
+        let h = match u32_at(8) {
+            1 => VolumeHeader {
+                number,
+                generation: 0,
+                lane: 0,
+                lanes: 1,
+            },
+            2 => VolumeHeader {
+                number,
+                generation: u32_at(16),
+                lane: u16_at(20),
+                lanes: u16_at(22),
+            },
+            version => {
+                return Err(format!(
+                    "format version {version}, this build reads 1 and {VOLUME_FORMAT_VERSION}"
+                ))
+            }
+        };
+        if h.lane >= h.lanes || h.generation > h.number {
+            return Err(format!(
+                "lane {} of {} in generation {} is not a lane of volume {number}",
+                h.lane, h.lanes, h.generation
+            ));
+        }
+        Ok(h)
     }
-    let version = u32::from_le_bytes(b[8..12].try_into().unwrap());
-    if version != FORMAT_VERSION {
-        return Err(format!(
-            "format version {version}, this build reads {FORMAT_VERSION}"
-        ));
-    }
-    Ok(u32::from_le_bytes(b[12..16].try_into().unwrap()))
+}
+
+/// The lane every record of chunk `id` goes to when a generation has `lanes` lanes.
+pub fn lane_of(id: &ChunkId, lanes: u16) -> u16 {
+    let b = id.as_bytes();
+    (u64::from_le_bytes(b[24..32].try_into().expect("8 bytes")) % u64::from(lanes)) as u16
 }
 
 /// One record of a volume as listed in a hint file (and in memory while a volume is active).
@@ -382,10 +438,46 @@ mod tests {
 
     #[test]
     fn volume_header_round_trips() {
-        assert_eq!(decode_volume_header(&encode_volume_header(7)).unwrap(), 7);
-        let mut b = encode_volume_header(7);
-        b[13] ^= 1;
-        assert!(decode_volume_header(&b).is_err());
+        let h = VolumeHeader {
+            number: 7,
+            generation: 5,
+            lane: 2,
+            lanes: 4,
+        };
+        assert_eq!(VolumeHeader::decode(&h.encode()).unwrap(), h);
+        for byte in 0..VOLUME_HEADER_LEN as usize {
+            let mut b = h.encode();
+            b[byte] ^= 1;
+            assert!(VolumeHeader::decode(&b).is_err(), "flipped byte {byte}");
+        }
+        // A lane outside its generation's lanes is refused even with a good checksum.
+        let bad = VolumeHeader { lane: 4, ..h }.encode();
+        assert!(VolumeHeader::decode(&bad).is_err());
+    }
+
+    #[test]
+    fn version_1_volume_headers_read_as_one_lane() {
+        let mut b = [0u8; VOLUME_HEADER_LEN as usize];
+        b[0..8].copy_from_slice(VOLUME_MAGIC);
+        b[8..12].copy_from_slice(&1u32.to_le_bytes());
+        b[12..16].copy_from_slice(&9u32.to_le_bytes());
+        let crc = crc32c::crc32c(&b[0..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        let h = VolumeHeader::decode(&b).unwrap();
+        assert_eq!((h.number, h.generation, h.lane, h.lanes), (9, 0, 0, 1));
+    }
+
+    #[test]
+    fn lanes_spread_ids() {
+        let mut counts = [0u32; 4];
+        for i in 0u32..4000 {
+            counts[usize::from(lane_of(&ChunkId::of(&i.to_le_bytes()), 4))] += 1;
+        }
+        assert!(
+            counts.iter().all(|&c| (800..1200).contains(&c)),
+            "{counts:?}"
+        );
+        assert_eq!(lane_of(&ChunkId::of(b"x"), 1), 0);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Opening a store: rebuild the catalog from hint files where they match their volume, scan
-//! the other volumes, and cut a torn tail from the last (unsealed) volume. Damage before the
-//! end of the last volume, or anywhere in a sealed volume, is `Corrupt`: only the last volume
-//! can hold writes that were never synced.
+//! the other volumes, and cut a torn tail from the last volume of each lane. Damage anywhere
+//! else is `Corrupt`: only the volumes being appended to can hold writes that were never
+//! synced, and those are the last of their lane.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -10,55 +11,59 @@ use spindle_fs::Fs;
 
 use crate::catalog::Catalog;
 use crate::error::{ChunkError, Result};
-use crate::format::{self, HintEntry, VOLUME_HEADER_LEN};
+use crate::format::{self, HintEntry, VolumeHeader, VOLUME_HEADER_LEN};
 use crate::store::OpenReport;
 use crate::volume::{self, VolumeFile};
-use crate::writer::Active;
+use crate::writer::{self, Active, Lanes};
 
 pub(crate) struct Recovered {
     pub catalog: Catalog,
-    pub active: Active,
+    pub lanes: Lanes,
     pub report: OpenReport,
 }
 
-pub(crate) fn recover(fs: &dyn Fs, dir: &Path) -> Result<Recovered> {
+/// The last volume of a lane: the only kind that can hold writes that were never synced.
+struct LastOfLane {
+    header: VolumeHeader,
+    entries: Vec<HintEntry>,
+    from_hint: bool,
+}
+
+/// Open the store's volumes and get `lane_count` volumes ready to append to: the last volume
+/// of each lane of the newest generation if it has `lane_count` lanes, else a new generation
+/// numbered above every volume (the old one's last volumes are sealed first), so that the
+/// records of every chunk stay in (volume, offset) order.
+pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16) -> Result<Recovered> {
     remove_leftovers(fs, dir)?;
-    let numbers = volume::list_volumes(fs, dir)?;
+    let mut numbers = volume::list_volumes(fs, dir)?;
+    remove_unfinished_volume(fs, dir, &mut numbers)?;
+    let headers = numbers
+        .iter()
+        .map(|&n| volume::check_volume_header(fs, &format::volume_path(dir, n), n))
+        .collect::<Result<Vec<_>>>()?;
+    let mut last_of_lane: HashMap<(u32, u16), u32> = HashMap::new();
+    for h in &headers {
+        last_of_lane.insert((h.generation, h.lane), h.number);
+    }
     let mut catalog = Catalog::default();
     let mut report = OpenReport::default();
-    let Some(&last) = numbers.last() else {
-        let (file, reader) = volume::create_volume(fs, dir, 1)?;
-        catalog.add_volume(1, Some(Arc::new(reader)));
-        let active = Active {
-            number: 1,
-            file,
-            len: VOLUME_HEADER_LEN,
-            entries: Vec::new(),
-        };
-        return Ok(Recovered {
-            catalog,
-            active,
-            report,
-        });
-    };
-    let mut last_entries = Vec::new();
-    for &n in &numbers {
-        let is_last = n == last;
+    let mut lasts: Vec<LastOfLane> = Vec::new();
+    for h in &headers {
+        let n = h.number;
+        let is_last = last_of_lane[&(h.generation, h.lane)] == n;
         let path = format::volume_path(dir, n);
         if is_last {
             // After a failed sync the kernel keeps the unwritten pages cached but clean: a
-            // sync will not write them, yet a read returns them. Read the last volume (the
-            // only one a failed sync can leave so) from the disk. Best effort: a file system
-            // that cannot drop cached pages only loses this guard.
+            // sync will not write them, yet a read returns them. Read the last volume of each
+            // lane (the only ones a failed sync can leave so) from the disk. Best effort: a
+            // file system that cannot drop cached pages only loses this guard.
             let _ = fs.open(&path).and_then(|f| f.drop_cache());
-            repair_empty_header(fs, dir, n)?;
         }
         let len = volume::file_len(fs, &path)?;
-        let (entries, hint_bytes) = match volume::read_hint(fs, dir, n, len) {
-            Some(found) => {
-                volume::check_volume_header(fs, &path, n)?;
+        let (entries, hint_bytes, from_hint) = match volume::read_hint(fs, dir, n, len) {
+            Some((entries, hint_bytes)) => {
                 report.volumes_from_hints += 1;
-                found
+                (entries, hint_bytes, true)
             }
             None => {
                 report.volumes_scanned += 1;
@@ -69,7 +74,7 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path) -> Result<Recovered> {
                     // Sealed, but the hint never made it (crash right after the seal).
                     volume::write_hint(fs, dir, n, volume::file_len(fs, &path)?, &entries)?
                 };
-                (entries, hint_bytes)
+                (entries, hint_bytes, false)
             }
         };
         catalog.add_volume(n, Some(Arc::new(VolumeFile::open(fs, path)?)));
@@ -77,39 +82,89 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path) -> Result<Recovered> {
             catalog.apply(n, e);
         }
         let stats = catalog.volumes.get_mut(&n).expect("just added");
-        stats.sealed = !is_last;
+        stats.sealed = true;
         stats.hint_bytes = hint_bytes;
         if is_last {
-            last_entries = entries;
+            lasts.push(LastOfLane {
+                header: *h,
+                entries,
+                from_hint,
+            });
         }
     }
-    let path = format::volume_path(dir, last);
-    let file = fs
-        .open(&path)
-        .map_err(|e| ChunkError::io("open volume for append", &path, e))?;
-    let len = file
-        .size()
-        .map_err(|e| ChunkError::io("stat volume", &path, e))?;
-    assert_eq!(
-        len, catalog.volumes[&last].bytes,
-        "replayed length matches the file"
-    );
-    // What recovery found may sit only in the page cache of a process that died before its
-    // sync: records of the last volume, or the name of a volume it had just created. Make it
-    // durable before serving it (a power cut must not bring back a chunk served as deleted)
-    // and before appending there (acknowledged puts must not be lost with the name).
-    file.sync_all()
-        .map_err(|e| ChunkError::io("sync volume", &path, e))?;
-    volume::sync_dir(fs, dir)?;
-    let active = Active {
-        number: last,
-        file,
-        len,
-        entries: last_entries,
+    let newest = headers.iter().map(|h| h.generation).max();
+    let reuse = headers
+        .iter()
+        .any(|h| Some(h.generation) == newest && h.lanes == lane_count);
+    let mut next_volume = numbers.last().map_or(1, |n| n + 1);
+    let generation = match newest {
+        Some(g) if reuse => g,
+        _ => next_volume,
     };
+    let mut active: Vec<Option<Active>> = (0..lane_count).map(|_| None).collect();
+    for last in lasts {
+        let n = last.header.number;
+        let path = format::volume_path(dir, n);
+        let file = fs
+            .open(&path)
+            .map_err(|e| ChunkError::io("open volume for append", &path, e))?;
+        let len = file
+            .size()
+            .map_err(|e| ChunkError::io("stat volume", &path, e))?;
+        assert_eq!(
+            len, catalog.volumes[&n].bytes,
+            "replayed length matches the file"
+        );
+        // What recovery found may sit only in the page cache of a process that died before
+        // its sync: records of a lane's last volume, or the name of a volume it had just
+        // created. Make it durable before serving it (a power cut must not bring back a
+        // chunk served as deleted) and before appending there (acknowledged puts must not be
+        // lost with the name).
+        file.sync_all()
+            .map_err(|e| ChunkError::io("sync volume", &path, e))?;
+        if last.header.generation == generation {
+            catalog.volumes.get_mut(&n).expect("added above").sealed = false;
+            active[usize::from(last.header.lane)] = Some(Active {
+                number: n,
+                file,
+                len,
+                entries: last.entries,
+            });
+        } else if !last.from_hint {
+            // A lane of an older generation, or of the newest one when the lane count
+            // changed: sealed from now on, so it gets its hint.
+            let hint_bytes = volume::write_hint(fs, dir, n, len, &last.entries)?;
+            catalog.volumes.get_mut(&n).expect("added above").hint_bytes = hint_bytes;
+        }
+    }
+    volume::sync_dir(fs, dir)?;
+    // Lanes without a volume: a new generation, or one whose creation a crash interrupted.
+    let mut lanes = Vec::with_capacity(active.len());
+    for (lane, a) in active.into_iter().enumerate() {
+        let a = match a {
+            Some(a) => a,
+            None => {
+                let header = VolumeHeader {
+                    number: next_volume,
+                    generation,
+                    lane: u16::try_from(lane).expect("lanes are u16"),
+                    lanes: lane_count,
+                };
+                let (a, reader) = writer::start_volume(fs, dir, header)?;
+                catalog.add_volume(header.number, Some(reader));
+                next_volume += 1;
+                a
+            }
+        };
+        lanes.push(a);
+    }
     Ok(Recovered {
         catalog,
-        active,
+        lanes: Lanes {
+            generation,
+            active: lanes,
+            next_volume,
+        },
         report,
     })
 }
@@ -139,7 +194,7 @@ fn scan_and_cut(
         f.set_len(scan.valid_len)
             .and_then(|()| f.sync_all())
             .map_err(|e| ChunkError::io("cut torn tail of", path, e))?;
-        report.torn_tail = Some((
+        report.torn_tails.push((
             path.to_owned(),
             scan.valid_len,
             scan.file_len - scan.valid_len,
@@ -148,9 +203,13 @@ fn scan_and_cut(
     Ok(scan.entries)
 }
 
-/// A last volume that holds no record and whose header is incomplete was being created when
-/// the process stopped: write its header again.
-fn repair_empty_header(fs: &dyn Fs, dir: &Path, n: u32) -> Result<()> {
+/// The newest volume, if no more than a header long and its header does not decode, was
+/// being created when the process stopped (a volume gets records only once its header and
+/// name are synced): remove it, and its number is given again.
+fn remove_unfinished_volume(fs: &dyn Fs, dir: &Path, numbers: &mut Vec<u32>) -> Result<()> {
+    let Some(&n) = numbers.last() else {
+        return Ok(());
+    };
     let path = format::volume_path(dir, n);
     if volume::file_len(fs, &path)? > VOLUME_HEADER_LEN {
         return Ok(());
@@ -158,18 +217,17 @@ fn repair_empty_header(fs: &dyn Fs, dir: &Path, n: u32) -> Result<()> {
     let bytes = fs
         .read(&path)
         .map_err(|e| ChunkError::io("read volume", &path, e))?;
-    let header = format::encode_volume_header(n);
-    if bytes == header {
+    let decodes = <&[u8; VOLUME_HEADER_LEN as usize]>::try_from(bytes.as_slice())
+        .is_ok_and(|b| VolumeHeader::decode(b).is_ok_and(|h| h.number == n));
+    if decodes {
         return Ok(());
     }
-    let f = fs
-        .open(&path)
-        .map_err(|e| ChunkError::io("open volume", &path, e))?;
-    f.set_len(0)
-        .and_then(|()| f.write_all_at(&header, 0))
-        .and_then(|()| f.sync_all())
-        .map_err(|e| ChunkError::io("rewrite volume header", &path, e))?;
-    volume::sync_dir(fs, dir)
+    fs.remove(&path)
+        .map_err(|e| ChunkError::io("remove unfinished volume", &path, e))?;
+    let _ = fs.remove(&format::hint_path(dir, n));
+    volume::sync_dir(fs, dir)?;
+    numbers.pop();
+    Ok(())
 }
 
 /// Remove half-written hint files and hints whose volume compaction already removed.

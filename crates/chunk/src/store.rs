@@ -30,6 +30,11 @@ pub struct Options {
     pub write_buffer_bytes_max: u64,
     /// Volume syncs that may run at once (each covers every batch written before it began).
     pub syncs_in_flight_max: usize,
+    /// Volumes appended to at once (lanes): a chunk's records go to the volume of its lane,
+    /// and a group commit syncs each volume it wrote to at the same time as the others.
+    /// Opening a store with another number than last time starts a new generation of
+    /// volumes (docs/chunk-format.md, "Lanes").
+    pub active_volumes: usize,
     /// Bytes of volume and hint files the store may use; a put past it fails and writes nothing.
     pub space_bytes_max: u64,
     /// Largest chunk accepted.
@@ -49,6 +54,7 @@ impl Default for Options {
             volume_bytes_max: 256 << 20,
             write_buffer_bytes_max: 64 << 20,
             syncs_in_flight_max: 4,
+            active_volumes: 4,
             space_bytes_max: u64::MAX,
             chunk_bytes_max: 16 << 20,
             verify_on_read: true,
@@ -73,6 +79,9 @@ impl Options {
         }
         if self.syncs_in_flight_max == 0 || self.syncs_in_flight_max > 64 {
             return bad("syncs_in_flight_max must be between 1 and 64");
+        }
+        if self.active_volumes == 0 || self.active_volumes > 64 {
+            return bad("active_volumes must be between 1 and 64");
         }
         if self.volume_bytes_max < format::VOLUME_HEADER_LEN + RECORD_HEADER_LEN {
             return bad("volume_bytes_max is smaller than one record");
@@ -126,8 +135,10 @@ pub(crate) struct Shared {
     pub queue_cv: Condvar,
     /// Signals waiters that a batch is durable, buffer space freed, or the writer failed.
     pub done_cv: Condvar,
-    /// Volume syncs done by the writer since open (group commits plus seals).
+    /// Volume syncs done by the writer since open (one per volume a group commit wrote to).
     pub syncs: AtomicU64,
+    /// Group commits since open (each syncs one or more volumes).
+    pub group_commits: AtomicU64,
     /// One compaction at a time.
     pub compaction_lock: Mutex<()>,
     /// What every compaction since open did.
@@ -158,8 +169,9 @@ pub struct OpenReport {
     pub volumes_from_hints: u32,
     /// Volumes that were read record by record.
     pub volumes_scanned: u32,
-    /// A torn tail cut from the last volume: (volume file, offset of the cut, bytes removed).
-    pub torn_tail: Option<(PathBuf, u64, u64)>,
+    /// Torn tails cut from the last volumes of lanes: (volume file, offset of the cut, bytes
+    /// removed), one per volume cut.
+    pub torn_tails: Vec<(PathBuf, u64, u64)>,
 }
 
 /// Space and record counts of the whole store.
@@ -173,8 +185,10 @@ pub struct StoreStats {
     pub live_bytes: u64,
     /// Bytes of volume records no live chunk needs.
     pub garbage_bytes: u64,
-    /// Volume syncs since open; puts divided by syncs is the average group-commit size.
+    /// Volume syncs since open (a group commit syncs each volume it wrote to).
     pub syncs: u64,
+    /// Group commits since open; puts divided by them is the average group-commit size.
+    pub group_commits: u64,
     /// Why the last background compaction failed, if it did.
     pub compaction_error: Option<String>,
     /// Bytes of records queued or being written, not yet durable (at most
@@ -226,7 +240,7 @@ pub struct ChunkStore {
 
 impl ChunkStore {
     /// Open (or create) the store in `dir`. Hint files are read where they match their
-    /// volume; other volumes are scanned; a torn tail of the last volume is cut.
+    /// volume; other volumes are scanned; a torn tail of the last volume of each lane is cut.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Self> {
         Self::open_in(spindle_fs::std_fs(), dir, opts)
     }
@@ -238,7 +252,8 @@ impl ChunkStore {
         fs.create_dir_all(&dir)
             .map_err(|e| ChunkError::io("create directory", &dir, e))?;
         let lock = lock_marker(&*fs, &dir)?;
-        let recovered = recovery::recover(&*fs, &dir)?;
+        let lanes = u16::try_from(opts.active_volumes).expect("checked: at most 64");
+        let recovered = recovery::recover(&*fs, &dir, lanes)?;
         let shared = Arc::new(Shared {
             fs,
             dir,
@@ -251,16 +266,17 @@ impl ChunkStore {
             queue_cv: Condvar::new(),
             done_cv: Condvar::new(),
             syncs: AtomicU64::new(0),
+            group_commits: AtomicU64::new(0),
             compaction_lock: Mutex::new(()),
             compaction_totals: Mutex::new(CompactionTotals::default()),
             compactor: Mutex::new(Compactor::default()),
             compactor_cv: Condvar::new(),
         });
         let worker = Arc::clone(&shared);
-        let active = recovered.active;
+        let lanes = recovered.lanes;
         let handle = std::thread::Builder::new()
             .name("chunk-writer".into())
-            .spawn(move || writer::run(worker, active))
+            .spawn(move || writer::run(worker, lanes))
             .map_err(|e| ChunkError::io("spawn writer thread", &shared.dir, e))?;
         let compactor = if shared.opts.compact_in_background {
             let worker = Arc::clone(&shared);
@@ -281,7 +297,7 @@ impl ChunkStore {
         })
     }
 
-    /// What opening found (hints used, volumes scanned, torn tail cut).
+    /// What opening found (hints used, volumes scanned, torn tails cut).
     pub fn open_report(&self) -> &OpenReport {
         &self.report
     }
@@ -435,6 +451,7 @@ impl ChunkStore {
             live_bytes,
             garbage_bytes: records - live_bytes,
             syncs: self.shared.syncs.load(Ordering::Relaxed),
+            group_commits: self.shared.group_commits.load(Ordering::Relaxed),
             compaction_error: self.shared.compactor.lock().error.clone(),
             write_buffer_bytes: self.shared.queue.lock().buffer_bytes,
             volumes,
@@ -449,7 +466,7 @@ impl ChunkStore {
         files.iter().try_for_each(|f| f.drop_cache())
     }
 
-    /// Finish queued writes, write the active volume's hint and stop the writer.
+    /// Finish queued writes, write the active volumes' hints and stop the writer.
     pub fn close(self) -> Result<()> {
         self.shutdown()
     }

@@ -16,7 +16,7 @@ use spindle_fs::{Fs, FsFile};
 
 use crate::error::{ChunkError, Result};
 use crate::format::{
-    self, HintEntry, RecordHeader, RecordKind, RECORD_HEADER_LEN, VOLUME_HEADER_LEN,
+    self, HintEntry, RecordHeader, RecordKind, VolumeHeader, RECORD_HEADER_LEN, VOLUME_HEADER_LEN,
 };
 use crate::id::ChunkId;
 
@@ -223,19 +223,19 @@ impl VolumeFile {
     }
 }
 
-/// Create volume `number` in `dir`: header written and synced, directory synced.
+/// Create the volume `header` names in `dir`: header written and synced, directory synced.
 pub fn create_volume(
     fs: &dyn Fs,
     dir: &Path,
-    number: u32,
+    header: VolumeHeader,
 ) -> Result<(Arc<dyn FsFile>, VolumeFile)> {
-    let path = format::volume_path(dir, number);
+    let path = format::volume_path(dir, header.number);
     // Volume numbers only grow, so the name is new; a leftover file of that number would be
     // one whose creation was never synced, and is replaced.
     let file = fs
         .create(&path)
         .map_err(|e| ChunkError::io("create volume", &path, e))?;
-    file.write_all_at(&format::encode_volume_header(number), 0)
+    file.write_all_at(&header.encode(), 0)
         .and_then(|()| file.sync_data())
         .map_err(|e| ChunkError::io("write volume header", &path, e))?;
     sync_dir(fs, dir)?;
@@ -280,9 +280,9 @@ pub fn write_hint(
     Ok(bytes.len() as u64)
 }
 
-/// Check the header of a volume that open will not scan (its hint lists the records): a
-/// damaged header is corruption of synced bytes and is reported as such, as a scan would.
-pub fn check_volume_header(fs: &dyn Fs, path: &Path, number: u32) -> Result<()> {
+/// Read and check the header of volume `number`: a damaged header is corruption of synced
+/// bytes (a volume's header is synced before any record is written to it).
+pub fn check_volume_header(fs: &dyn Fs, path: &Path, number: u32) -> Result<VolumeHeader> {
     let mut b = [0u8; VOLUME_HEADER_LEN as usize];
     let n = fs
         .open_read(path)
@@ -295,11 +295,11 @@ pub fn check_volume_header(fs: &dyn Fs, path: &Path, number: u32) -> Result<()> 
             reason: "volume header is incomplete".into(),
         });
     }
-    match format::decode_volume_header(&b) {
-        Ok(n) if n == number => Ok(()),
-        Ok(n) => Err(ChunkError::Format {
+    match VolumeHeader::decode(&b) {
+        Ok(h) if h.number == number => Ok(h),
+        Ok(h) => Err(ChunkError::Format {
             path: path.to_owned(),
-            reason: format!("header says volume {n}, file name says {number}"),
+            reason: format!("header says volume {}, file name says {number}", h.number),
         }),
         Err(reason) => Err(ChunkError::Corrupt {
             volume: path.to_owned(),
@@ -377,12 +377,12 @@ pub fn scan_volume(fs: &dyn Fs, path: &Path, number: u32, verify_ids: bool) -> R
     }
     r.read_exact(&mut vh)
         .map_err(|e| ChunkError::io("read volume", path, e))?;
-    match format::decode_volume_header(&vh) {
-        Ok(n) if n == number => {}
-        Ok(n) => {
+    match VolumeHeader::decode(&vh) {
+        Ok(h) if h.number == number => {}
+        Ok(h) => {
             return Err(ChunkError::Format {
                 path: path.to_owned(),
-                reason: format!("header says volume {n}, file name says {number}"),
+                reason: format!("header says volume {}, file name says {number}", h.number),
             })
         }
         Err(reason) => {

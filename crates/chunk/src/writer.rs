@@ -1,9 +1,12 @@
 //! The single background writer and its syncer. The writer drains every queued operation,
 //! decides each against the index (plus what it wrote but is not yet durable) and appends the
-//! records to the active volume; it then hands the batch to the syncer and goes on with the
-//! next one. A syncer takes every batch written so far, syncs once for all of them (group
-//! commit), publishes them to the catalog and wakes the waiters; up to `syncs_in_flight_max`
-//! syncers run at once, publishing in order. So the page-cache copy of one
+//! records to the active volume of the chunk's lane (`format::lane_of`); it then hands the
+//! batch to the syncer and goes on with the next one. A syncer takes every batch written so
+//! far, syncs each volume they wrote to once, all of them at the same time (group commit),
+//! publishes them to the catalog and wakes the waiters; up to `syncs_in_flight_max` syncers
+//! run at once, publishing in order. Several active volumes exist because concurrent
+//! `fdatasync`s of one file wait for each other, while those of different files proceed
+//! together (docs/benchmarks/chunks.md). So the page-cache copy of one
 //! batch overlaps the sync of the previous ones, and there are no timers: a lone put waits
 //! for exactly one sync.
 //!
@@ -15,15 +18,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
-use spindle_fs::FsFile;
+use std::path::Path;
+
+use spindle_fs::{Fs, FsFile};
 
 use crate::catalog::Loc;
 use crate::error::{ChunkError, Result};
-use crate::format::{HintEntry, RecordHeader, RecordKind};
+use crate::format::{self, HintEntry, RecordHeader, RecordKind, VolumeHeader};
 use crate::id::ChunkId;
 use crate::policy;
 use crate::store::{Failure, Shared};
-use crate::volume;
+use crate::volume::{self, VolumeFile};
 
 /// What an operation asks the writer to do.
 #[derive(Debug)]
@@ -57,7 +62,7 @@ pub(crate) struct Op {
     pub reserved_bytes: u64,
 }
 
-/// The volume being appended to. Owned by the writer thread.
+/// A volume being appended to. Owned by the writer thread.
 #[derive(Debug)]
 pub(crate) struct Active {
     pub number: u32,
@@ -66,12 +71,25 @@ pub(crate) struct Active {
     pub entries: Vec<HintEntry>,
 }
 
+/// The volumes being appended to, one per lane of the current generation. Owned by the
+/// writer thread.
+#[derive(Debug)]
+pub(crate) struct Lanes {
+    /// Number of the generation's first volume.
+    pub generation: u32,
+    /// Indexed by lane.
+    pub active: Vec<Active>,
+    /// The number the next volume gets: above every volume of the store, so a lane's
+    /// volumes are numbered in the order they are written.
+    pub next_volume: u32,
+}
+
 /// Records written by the writer, waiting for the syncer.
 #[derive(Debug)]
 struct Written {
     number: u64,
-    file: Arc<dyn FsFile>,
-    volume: u32,
+    /// The volumes its records went to.
+    files: Vec<(u32, Arc<dyn FsFile>)>,
     ops: Vec<Op>,
     entries: Vec<(u32, HintEntry)>,
     deleted: Vec<(u64, bool)>,
@@ -104,7 +122,7 @@ struct Pipe {
 }
 
 /// Run the writer (and its syncers) until the store closes or a write or sync fails.
-pub(crate) fn run(shared: Arc<Shared>, mut active: Active) {
+pub(crate) fn run(shared: Arc<Shared>, mut lanes: Lanes) {
     let pipe = Pipe::default();
     std::thread::scope(|s| {
         for i in 0..shared.opts.syncs_in_flight_max {
@@ -121,9 +139,9 @@ pub(crate) fn run(shared: Arc<Shared>, mut active: Active) {
                 return;
             }
         }
-        let result = write_loop(&shared, &pipe, &mut active)
+        let result = write_loop(&shared, &pipe, &mut lanes)
             .and_then(|()| wait_drained(&pipe))
-            .and_then(|()| close_active(&shared, &active));
+            .and_then(|()| close_active(&shared, &lanes));
         if let Err(e) = result {
             record_failure(&shared, &e);
         }
@@ -132,7 +150,8 @@ pub(crate) fn run(shared: Arc<Shared>, mut active: Active) {
     });
 }
 
-fn write_loop(shared: &Shared, pipe: &Pipe, active: &mut Active) -> Result<()> {
+fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
+    let lane_count = u16::try_from(lanes.active.len()).expect("at most 64 lanes");
     let mut batch_number = 0u64;
     loop {
         let batch = {
@@ -146,7 +165,7 @@ fn write_loop(shared: &Shared, pipe: &Pipe, active: &mut Active) -> Result<()> {
             std::mem::take(&mut q.ops)
         };
         batch_number += 1;
-        let mut cur = Written::new(batch_number, active);
+        let mut cur = Written::new(batch_number);
         for op in batch {
             let live = match pipe.inflight.lock().get(&op.id) {
                 Some(&(loc, _)) => loc,
@@ -160,19 +179,20 @@ fn write_loop(shared: &Shared, pipe: &Pipe, active: &mut Active) -> Result<()> {
                 OpKind::Put { .. } | OpKind::Relocate { .. } | OpKind::KeepTombstone => None,
             };
             if let Some(header) = record {
+                let lane = usize::from(format::lane_of(&op.id, lane_count));
                 if policy::should_seal(
-                    active.len,
+                    lanes.active[lane].len,
                     header.record_len(),
                     shared.opts.volume_bytes_max,
                 ) {
                     batch_number += 1;
-                    let next = Written::new(batch_number, active);
+                    let next = Written::new(batch_number);
                     hand_off(pipe, std::mem::replace(&mut cur, next))?;
                     wait_drained(pipe)?;
-                    seal_and_roll(shared, active)?;
-                    cur = Written::new(batch_number, active);
+                    seal_and_roll(shared, lanes, lane)?;
                     cur.sealed = true;
                 }
+                let active = &mut lanes.active[lane];
                 let data: &[u8] = match &op.kind {
                     OpKind::Put { data, .. } | OpKind::Relocate { data, .. } => data,
                     OpKind::Delete | OpKind::KeepTombstone => &[],
@@ -184,6 +204,9 @@ fn write_loop(shared: &Shared, pipe: &Pipe, active: &mut Active) -> Result<()> {
                     len: entry.len,
                 });
                 pipe.inflight.lock().insert(op.id, (loc, cur.number));
+                if !cur.files.iter().any(|(n, _)| *n == active.number) {
+                    cur.files.push((active.number, Arc::clone(&active.file)));
+                }
                 cur.entries.push((active.number, entry));
             }
             // After any seal above, so the outcome travels with the op's own batch.
@@ -197,11 +220,10 @@ fn write_loop(shared: &Shared, pipe: &Pipe, active: &mut Active) -> Result<()> {
 }
 
 impl Written {
-    fn new(number: u64, active: &Active) -> Self {
+    fn new(number: u64) -> Self {
         Self {
             number,
-            file: Arc::clone(&active.file),
-            volume: active.number,
+            files: Vec::new(),
             ops: Vec::new(),
             entries: Vec::new(),
             deleted: Vec::new(),
@@ -294,15 +316,37 @@ fn run_syncer(shared: &Shared, pipe: &Pipe) {
     }
 }
 
+/// Sync every volume the batches wrote to, each once, all at the same time: one file on
+/// this thread, each other one on a thread of its own (a sync takes milliseconds; starting
+/// a thread, microseconds).
 fn sync_batches(shared: &Shared, batches: &[Written]) -> Result<()> {
-    let mut synced: Vec<u32> = Vec::new();
-    for b in batches {
-        if !b.entries.is_empty() && !synced.contains(&b.volume) {
-            sync_file(shared, &b.file, b.volume)?;
-            synced.push(b.volume);
+    let mut files: Vec<&(u32, Arc<dyn FsFile>)> = Vec::new();
+    for f in batches.iter().flat_map(|b| &b.files) {
+        if !files.iter().any(|g| g.0 == f.0) {
+            files.push(f);
         }
     }
-    Ok(())
+    let Some((first, rest)) = files.split_first() else {
+        return Ok(());
+    };
+    shared.group_commits.fetch_add(1, Ordering::Relaxed);
+    std::thread::scope(|s| {
+        let others: Vec<_> = rest
+            .iter()
+            .map(|(volume, file)| s.spawn(move || sync_file(shared, file, *volume)))
+            .collect();
+        let mut result = sync_file(shared, &first.1, first.0);
+        for t in others {
+            let r = t.join().unwrap_or_else(|_| {
+                Err(ChunkError::WriterFailed {
+                    reason: "a volume sync thread panicked".into(),
+                    disk_full: false,
+                })
+            });
+            result = result.and(r);
+        }
+        result
+    })
 }
 
 /// Replay synced batches into the catalog and wake their waiters.
@@ -412,9 +456,10 @@ fn sync_file(shared: &Shared, file: &Arc<dyn FsFile>, volume: u32) -> Result<()>
         .map_err(|e| ChunkError::io("sync volume", path(), e))
 }
 
-/// Seal the active volume (everything in it is already synced and published): write its
-/// hint, mark it sealed, then start the next volume.
-fn seal_and_roll(shared: &Shared, active: &mut Active) -> Result<()> {
+/// Seal the active volume of `lane` (everything in it is already synced and published): write
+/// its hint, mark it sealed, then start the lane's next volume.
+fn seal_and_roll(shared: &Shared, lanes: &mut Lanes, lane: usize) -> Result<()> {
+    let active = &mut lanes.active[lane];
     let hint_bytes = volume::write_hint(
         &*shared.fs,
         &shared.dir,
@@ -435,37 +480,56 @@ fn seal_and_roll(shared: &Shared, active: &mut Active) -> Result<()> {
         stats.sealed = true;
         stats.hint_bytes = hint_bytes;
     }
-    let next = active.number + 1;
-    let (file, reader) = volume::create_volume(&*shared.fs, &shared.dir, next)?;
+    let header = VolumeHeader {
+        number: lanes.next_volume,
+        generation: lanes.generation,
+        lane: u16::try_from(lane).expect("at most 64 lanes"),
+        lanes: u16::try_from(lanes.active.len()).expect("at most 64 lanes"),
+    };
+    let (active, reader) = start_volume(&*shared.fs, &shared.dir, header)?;
     shared
         .catalog
         .write()
-        .add_volume(next, Some(Arc::new(reader)));
-    *active = Active {
-        number: next,
-        file,
-        len: crate::format::VOLUME_HEADER_LEN,
-        entries: Vec::new(),
-    };
+        .add_volume(header.number, Some(reader));
+    lanes.active[lane] = active;
+    lanes.next_volume += 1;
     Ok(())
 }
 
-/// On a clean close, write a hint for the active volume so the next open reads no volume.
-fn close_active(shared: &Shared, active: &Active) -> Result<()> {
-    let path = crate::format::volume_path(&shared.dir, active.number);
-    active
-        .file
-        .sync_data()
-        .map_err(|e| ChunkError::io("sync volume", &path, e))?;
-    let hint_bytes = volume::write_hint(
-        &*shared.fs,
-        &shared.dir,
-        active.number,
-        active.len,
-        &active.entries,
-    )?;
-    if let Some(s) = shared.catalog.write().volumes.get_mut(&active.number) {
-        s.hint_bytes = hint_bytes;
+/// Create the volume `header` names (synced, its name too), to be appended to.
+pub(crate) fn start_volume(
+    fs: &dyn Fs,
+    dir: &Path,
+    header: VolumeHeader,
+) -> Result<(Active, Arc<VolumeFile>)> {
+    let (file, reader) = volume::create_volume(fs, dir, header)?;
+    let active = Active {
+        number: header.number,
+        file,
+        len: format::VOLUME_HEADER_LEN,
+        entries: Vec::new(),
+    };
+    Ok((active, Arc::new(reader)))
+}
+
+/// On a clean close, write a hint for each active volume so the next open reads no volume.
+fn close_active(shared: &Shared, lanes: &Lanes) -> Result<()> {
+    for active in &lanes.active {
+        let path = format::volume_path(&shared.dir, active.number);
+        active
+            .file
+            .sync_data()
+            .map_err(|e| ChunkError::io("sync volume", &path, e))?;
+        let hint_bytes = volume::write_hint(
+            &*shared.fs,
+            &shared.dir,
+            active.number,
+            active.len,
+            &active.entries,
+        )?;
+        if let Some(s) = shared.catalog.write().volumes.get_mut(&active.number) {
+            s.hint_bytes = hint_bytes;
+        }
     }
     Ok(())
 }

@@ -70,15 +70,18 @@ fn background_compaction_follows_deletes() {
     let dir = tempfile::tempdir().unwrap();
     let opts = spindle_chunk::Options {
         compact_in_background: true,
+        active_volumes: 4,
         ..common::small_opts()
     };
     let store = ChunkStore::open(dir.path(), opts).unwrap();
-    let ids: Vec<ChunkId> = (0..40)
+    // Enough volumes that the active ones (one per lane, never compacted) hold a small part
+    // of the garbage.
+    let ids: Vec<ChunkId> = (0..160)
         .map(|s| store.put(&common::chunk(s, 2500)).unwrap())
         .collect();
     store.wait_for_background_compaction();
     let full = store.used_bytes();
-    for id in &ids[..30] {
+    for id in &ids[..120] {
         store.delete(id).unwrap();
     }
     store.wait_for_background_compaction();
@@ -90,7 +93,7 @@ fn background_compaction_follows_deletes() {
         store.used_bytes()
     );
     assert_eq!(store.used_bytes(), common::disk_bytes(dir.path()));
-    for id in &ids[30..] {
+    for id in &ids[120..] {
         assert_eq!(ChunkId::of(&store.get(id).unwrap().unwrap()), *id);
     }
 }

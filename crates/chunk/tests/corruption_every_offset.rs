@@ -41,6 +41,8 @@ fn opts(big: bool) -> Options {
             garbage_bytes_min: 0,
         },
         compact_in_background: false,
+        // One lane: the newest volume is the one being appended to.
+        active_volumes: 1,
         ..Options::default()
     }
 }

@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use spindle_chunk::format::{
-    decode_hint, decode_volume_header, encode_hint, encode_volume_header, HintEntry, RecordHeader,
-    HINT_HEADER_LEN, HINT_TRAILER_LEN,
+    decode_hint, encode_hint, HintEntry, RecordHeader, VolumeHeader, HINT_HEADER_LEN,
+    HINT_TRAILER_LEN,
 };
 use spindle_chunk::{verify_store, ChunkId, ChunkStore, RecordKind, VOLUME_HEADER_LEN};
 
@@ -99,8 +99,8 @@ proptest! {
             }
         }
         if let Ok(b) = <&[u8; 64]>::try_from(bytes.get(..64).unwrap_or(&[])) {
-            if let Ok(n) = decode_volume_header(b) {
-                prop_assert_eq!(decode_volume_header(&encode_volume_header(n)), Ok(n));
+            if let Ok(h) = VolumeHeader::decode(b) {
+                prop_assert_eq!(VolumeHeader::decode(&h.encode()), Ok(h));
             }
         }
     }

@@ -1,5 +1,6 @@
 //! Random put/get/has/delete/compact/reopen sequences behave exactly like a `HashMap` of
-//! chunk bytes, across volume seals, compactions and reopens.
+//! chunk bytes, across volume seals, compactions and reopens, with 1 to 4 volumes appended
+//! to at once (lanes) and reopens that change that number (a new generation of volumes).
 
 mod common;
 
@@ -10,11 +11,21 @@ use spindle_chunk::{ChunkId, ChunkStore, Options};
 
 #[derive(Debug, Clone)]
 enum Op {
-    Put { seed: u8, len: u16 },
-    Get { seed: u8, len: u16 },
-    Delete { seed: u8, len: u16 },
+    Put {
+        seed: u8,
+        len: u16,
+    },
+    Get {
+        seed: u8,
+        len: u16,
+    },
+    Delete {
+        seed: u8,
+        len: u16,
+    },
     Compact,
-    Reopen,
+    /// Close and open again with this many lanes.
+    Reopen(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -26,7 +37,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (seed.clone(), len.clone()).prop_map(|(seed, len)| Op::Get { seed, len }),
         4 => (seed, len).prop_map(|(seed, len)| Op::Delete { seed, len }),
         1 => Just(Op::Compact),
-        1 => Just(Op::Reopen),
+        1 => (1usize..=4).prop_map(Op::Reopen),
     ]
 }
 
@@ -52,7 +63,7 @@ fn check_all(store: &ChunkStore, model: &HashMap<ChunkId, Vec<u8>>) {
     assert_eq!(store.used_bytes(), common::disk_bytes(store.dir()));
 }
 
-fn run(ops: Vec<Op>, opts: Options) {
+fn run(ops: Vec<Op>, mut opts: Options) {
     let dir = tempfile::tempdir().unwrap();
     let mut store = ChunkStore::open(dir.path(), opts.clone()).unwrap();
     let mut model: HashMap<ChunkId, Vec<u8>> = HashMap::new();
@@ -77,8 +88,9 @@ fn run(ops: Vec<Op>, opts: Options) {
                 store.compact().unwrap();
                 check_all(&store, &model);
             }
-            Op::Reopen => {
+            Op::Reopen(lanes) => {
                 store.close().unwrap();
+                opts.active_volumes = lanes;
                 store = ChunkStore::open(dir.path(), opts.clone()).unwrap();
                 assert_eq!(
                     store.open_report().volumes_scanned,
@@ -103,9 +115,13 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn store_matches_a_map(ops in proptest::collection::vec(op(), 1..120)) {
+    fn store_matches_a_map(ops in proptest::collection::vec(op(), 1..120), lanes in 1usize..=4) {
         // Volumes of a few records each, so seals and compactions happen often.
-        run(ops, Options { volume_bytes_max: 4 << 10, ..common::small_opts() });
+        run(ops, Options {
+            volume_bytes_max: 4 << 10,
+            active_volumes: lanes,
+            ..common::small_opts()
+        });
     }
 }
 
@@ -128,6 +144,6 @@ fn regression_tombstone_outlives_compaction_of_its_volume() {
     ops.extend([8, 10, 11, 13, 14].into_iter().map(put));
     ops.extend([8, 10, 11, 13, 14].into_iter().map(del));
     ops.extend([16, 17].into_iter().map(put));
-    ops.extend([Op::Compact, Op::Reopen, Op::Get { seed: 1, len: 3000 }]);
+    ops.extend([Op::Compact, Op::Reopen(1), Op::Get { seed: 1, len: 3000 }]);
     run(ops, common::small_opts());
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use spindle_chunk::{ChunkError, ChunkStore, Options, RECORD_HEADER_LEN, VOLUME_HEADER_LEN};
+use spindle_chunk::{ChunkError, ChunkStore, RECORD_HEADER_LEN, VOLUME_HEADER_LEN};
 
 #[test]
 fn a_flipped_byte_is_corrupt_on_the_uncached_and_the_admitting_read() {
@@ -32,7 +32,7 @@ fn a_flipped_byte_is_corrupt_on_the_uncached_and_the_admitting_read() {
         store.close().unwrap();
         let path = common::volumes(dir.path()).remove(0);
         common::flip_byte(&path, at, 0x04);
-        let store = ChunkStore::open(dir.path(), Options::default()).unwrap();
+        let store = ChunkStore::open(dir.path(), common::one_lane_opts()).unwrap();
         store.drop_page_cache().unwrap();
         for verify in [true, false] {
             // Twice: the first read is uncached, the second admits.

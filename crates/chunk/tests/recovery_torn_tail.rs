@@ -45,8 +45,11 @@ fn check_tail_is_cut(damage: impl Fn(&std::path::Path, u64)) {
     );
 
     let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
-    let (cut_path, _, cut_bytes) = store.open_report().torn_tail.clone().expect("a cut");
-    assert_eq!(cut_path, path);
+    let [(cut_path, _, cut_bytes)] = &store.open_report().torn_tails[..] else {
+        panic!("one cut: {:?}", store.open_report());
+    };
+    let cut_bytes = *cut_bytes;
+    assert_eq!(*cut_path, path);
     assert!(cut_bytes > 0);
     let lost: Vec<&ChunkId> = ids.iter().filter(|id| !store.has(id)).collect();
     assert!(
@@ -59,7 +62,7 @@ fn check_tail_is_cut(damage: impl Fn(&std::path::Path, u64)) {
     let fresh = store.put(&common::chunk(1000, 700)).unwrap();
     store.close().unwrap();
     let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
-    assert!(store.open_report().torn_tail.is_none());
+    assert!(store.open_report().torn_tails.is_empty());
     assert!(store.has(&fresh));
     assert_eq!(store.used_bytes(), common::disk_bytes(dir.path()));
     drop(store);

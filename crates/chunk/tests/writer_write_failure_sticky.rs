@@ -9,12 +9,17 @@
 
 mod common;
 
-use spindle_chunk::{ChunkError, ChunkId, ChunkStore, RECORD_HEADER_LEN};
+use spindle_chunk::{ChunkError, ChunkId, ChunkStore, Options, RECORD_HEADER_LEN};
 
 fn refused_write_is_sticky(failpoint: &str, action: &str, disk_full: bool, torn: bool) {
     let scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
-    let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
+    // One lane, so the refused record goes to the newest volume.
+    let opts = Options {
+        active_volumes: 1,
+        ..common::small_opts()
+    };
+    let store = ChunkStore::open(dir.path(), opts.clone()).unwrap();
     // Enough to fill more than one volume, so the failure lands in a later one.
     let acked: Vec<(ChunkId, Vec<u8>)> = (0..12)
         .map(|s| {
@@ -55,8 +60,8 @@ fn refused_write_is_sticky(failpoint: &str, action: &str, disk_full: bool, torn:
     assert!(store.close().is_err(), "close reports the failure");
 
     let len_after = std::fs::metadata(&last_volume).unwrap().len();
-    let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
-    match (&store.open_report().torn_tail, torn) {
+    let store = ChunkStore::open(dir.path(), opts.clone()).unwrap();
+    match (store.open_report().torn_tails.first(), torn) {
         (Some((path, offset, bytes)), true) => {
             assert_eq!((path, *offset), (&last_volume, len_before));
             assert_eq!(*bytes, RECORD_HEADER_LEN / 2);
@@ -76,7 +81,7 @@ fn refused_write_is_sticky(failpoint: &str, action: &str, disk_full: bool, torn:
     store.put(&refused).unwrap();
     store.put(&common::chunk(1000, 10)).unwrap();
     store.close().unwrap();
-    let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
+    let store = ChunkStore::open(dir.path(), opts).unwrap();
     assert_eq!(store.get(&refused_id).unwrap(), Some(refused));
     drop(store);
     scenario.teardown();

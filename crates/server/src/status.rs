@@ -237,7 +237,10 @@ pub struct ChunkStatus {
     /// Bytes of records of live chunks; the rest of the volumes is garbage until compacted.
     pub live_bytes: u64,
     pub garbage_bytes: u64,
+    /// Volume syncs since start: a group commit syncs each volume it wrote to, at once.
     pub syncs: u64,
+    /// Group commits since start.
+    pub group_commits: u64,
     pub volumes: Vec<VolumeStatus>,
     pub compaction: CompactionStatus,
 }
@@ -440,6 +443,7 @@ impl Node {
                 live_bytes: chunk_stats.live_bytes,
                 garbage_bytes: chunk_stats.garbage_bytes,
                 syncs: chunk_stats.syncs,
+                group_commits: chunk_stats.group_commits,
                 volumes: chunk_stats
                     .volumes
                     .iter()

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use spindle_chunk::{ChunkId, ChunkStore, CompactionPolicy, Options, DIRECT_READ_BYTES_MIN};
 
-/// Bounds small enough that a few dozen chunks span several volumes.
+/// Bounds small enough that a few dozen chunks span several volumes; one lane.
 pub fn small_opts() -> Options {
     Options {
         volume_bytes_max: 16 << 10,
@@ -18,6 +18,9 @@ pub fn small_opts() -> Options {
         },
         // Tests call `compact` themselves, except the one about background compaction.
         compact_in_background: false,
+        // One volume appended to at a time, so "the newest volume" is the one being written.
+        // Tests that are about lanes (and the power-cut and model tests) set their own.
+        active_volumes: 1,
         ..Options::default()
     }
 }
@@ -83,10 +86,18 @@ pub const LARGE_READ_SIZES: [usize; 5] = [
     3 << 20,
 ];
 
-/// A store in `dir` (default options) holding one chunk of each of `LARGE_READ_SIZES`, in
-/// that order, closed and opened again; with the chunks' ids and bytes.
+/// Default options but one lane, so records follow each other in volume 1 in put order.
+pub fn one_lane_opts() -> Options {
+    Options {
+        active_volumes: 1,
+        ..Options::default()
+    }
+}
+
+/// A store in `dir` (`one_lane_opts`) holding one chunk of each of `LARGE_READ_SIZES`, in
+/// that order in volume 1, closed and opened again; with the chunks' ids and bytes.
 pub fn store_with_large_chunks(dir: &Path) -> (ChunkStore, Vec<(ChunkId, Vec<u8>)>) {
-    let store = ChunkStore::open(dir, Options::default()).unwrap();
+    let store = ChunkStore::open(dir, one_lane_opts()).unwrap();
     let chunks: Vec<(ChunkId, Vec<u8>)> = LARGE_READ_SIZES
         .iter()
         .enumerate()
@@ -96,5 +107,5 @@ pub fn store_with_large_chunks(dir: &Path) -> (ChunkStore, Vec<(ChunkId, Vec<u8>
         })
         .collect();
     store.close().unwrap();
-    (ChunkStore::open(dir, Options::default()).unwrap(), chunks)
+    (ChunkStore::open(dir, one_lane_opts()).unwrap(), chunks)
 }
