@@ -13,9 +13,9 @@
 //!   flatters it: a crash may lose the name of a file whose bytes were synced);
 //! - `sqlite-blob`: SQLite, WAL, `synchronous=FULL`, one row per chunk, one connection per
 //!   writer;
-//! - `device`: the limits: as many syncers as Spindle runs at once, each appending groups of
-//!   the size Spindle's group commits reached to a file of its own with one fdatasync per
-//!   group, and random `O_DIRECT` reads of a file of the same size.
+//! - `device`: the limits: as many files as Spindle appends to and as many syncs at once as
+//!   its writer can have, each thread appending groups of Spindle's chunks per volume sync
+//!   with one fdatasync per group, and random `O_DIRECT` reads of a file of the same size.
 //!
 //! A round is phase by phase (`put`, `get-cold`, `get-again`, `get-warm`, `keys`, `open`),
 //! each phase for every system in turn, so that the systems meet the machine's noise at about the same time;
@@ -33,7 +33,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -150,7 +150,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 }
 
 /// One round with fresh stores, the systems in `names`' order in every phase. Returns the
-/// rows and the group size `device` synced at (Spindle's average group commit, once known).
+/// rows and the group size `device` synced at (Spindle's chunks per volume sync, once known).
 fn one_round(
     args: &Args,
     data: &ChunkData,
@@ -512,9 +512,9 @@ impl System for Spindle {
         if self.name != "spindle" {
             return None;
         }
-        let commits = self.store.as_ref()?.stats().group_commits;
-        (!self.ids.is_empty() && commits > 0)
-            .then(|| ((self.ids.len() as f64 / commits as f64).round() as usize).max(1))
+        let syncs = self.store.as_ref()?.stats().syncs;
+        (!self.ids.is_empty() && syncs > 0)
+            .then(|| ((self.ids.len() as f64 / syncs as f64).round() as usize).max(1))
     }
 }
 
@@ -742,10 +742,14 @@ impl System for Device {
     }
 }
 
-/// The disk's limit for puts at Spindle's group size: as many syncers as Spindle lets run at
-/// once (`syncs_in_flight_max`), each appending `group` chunks to a file of its own and then
-/// `fdatasync`ing it, until `n` chunks are written. No hashing, no index, no hand-off between
-/// threads: what is left is the page-cache copy and the syncs, as many at once as Spindle's.
+/// The disk's limit for puts at Spindle's bytes per sync: as many files as Spindle appends
+/// to at once (`active_volumes`) and as many `fdatasync`s at once as Spindle's writer can
+/// have (`syncs_in_flight_max` group commits, each syncing every volume it wrote to). Each
+/// thread takes the next `group` chunks (Spindle's chunks per volume sync), reserves their
+/// space at the end of its file (thread t writes file t mod files), writes them there and
+/// syncs the file, until `n` chunks are written. No hashing, no index, no hand-off between
+/// threads: what is left is the page-cache copy and the syncs, as many at once and on as
+/// many files as Spindle's.
 fn device_put(
     path: &Path,
     n: usize,
@@ -755,18 +759,26 @@ fn device_put(
 ) -> anyhow::Result<Row> {
     let stride = device_stride(size);
     let group = group.max(1);
-    let syncers = Options::default().syncs_in_flight_max;
+    let opts = Options::default();
+    let files: Vec<(File, AtomicU64)> = (0..opts.active_volumes)
+        .map(|f| {
+            Ok((
+                File::create(path.with_extension(format!("{f}")))?,
+                AtomicU64::new(0),
+            ))
+        })
+        .collect::<anyhow::Result<_>>()?;
     let next = AtomicUsize::new(0);
     let h = Mutex::new(Histogram::<u64>::new(3)?);
     let start = Instant::now();
     std::thread::scope(|s| -> anyhow::Result<()> {
-        let workers: Vec<_> = (0..syncers)
+        let workers: Vec<_> = (0..device_syncers())
             .map(|t| {
                 let (next, h) = (&next, &h);
-                let path = path.with_extension(format!("{t}"));
+                let (f, end) = &files[t % files.len()];
                 s.spawn(move || -> anyhow::Result<()> {
-                    let mut f = File::create(&path)?;
-                    let mut buf = Vec::with_capacity(stride);
+                    let mut buf = Vec::with_capacity(stride * group);
+                    let mut one = Vec::with_capacity(stride);
                     loop {
                         let first = next.fetch_add(group, Ordering::Relaxed);
                         if first >= n {
@@ -774,11 +786,14 @@ fn device_put(
                         }
                         let last = (first + group).min(n);
                         let t0 = Instant::now();
+                        buf.clear();
                         for i in first..last {
-                            data.fill(i, &mut buf);
-                            buf.resize(stride, 0);
-                            f.write_all(&buf)?;
+                            data.fill(i, &mut one);
+                            one.resize(stride, 0);
+                            buf.extend_from_slice(&one);
                         }
+                        let at = end.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                        f.write_all_at(&buf, at)?;
                         f.sync_data()?;
                         h.lock()
                             .expect("histogram lock")
@@ -793,8 +808,9 @@ fn device_put(
         Ok(())
     })?;
     let secs = start.elapsed().as_secs_f64();
-    for t in 0..syncers {
-        fs::remove_file(path.with_extension(format!("{t}")))?;
+    drop(files);
+    for f in 0..opts.active_volumes {
+        fs::remove_file(path.with_extension(format!("{f}")))?;
     }
     // The reads want every chunk in one file, at `i * stride`: lay it out, untimed.
     let mut f = File::create(path)?;
@@ -807,6 +823,12 @@ fn device_put(
     f.sync_data()?;
     let h = h.into_inner().expect("histogram lock");
     Ok(row("device", "put", n, size, secs, &h))
+}
+
+/// Syncs `device` runs at once: as many as Spindle's writer can have in flight.
+fn device_syncers() -> usize {
+    let o = Options::default();
+    o.syncs_in_flight_max * o.active_volumes
 }
 
 /// Random `O_DIRECT` reads of whole chunks.
@@ -866,8 +888,9 @@ fn print_markdown(names: &[&str], rounds: &[Vec<Row>], groups: &[usize]) {
     );
     println!();
     println!(
-        "device put synced once per {groups:?} chunks in the rounds (Spindle's average group \
-         commit), {} syncers at once.",
-        Options::default().syncs_in_flight_max
+        "device put synced once per {groups:?} chunks in the rounds (Spindle's chunks per \
+         volume sync), up to {} syncs at once on {} files.",
+        device_syncers(),
+        Options::default().active_volumes
     );
 }

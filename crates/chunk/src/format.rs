@@ -215,6 +215,13 @@ impl VolumeHeader {
     }
 }
 
+/// Whether a volume header was written whole: its magic and checksum match, whatever its
+/// version and fields say (a header cut short by a crash while the volume was created fails).
+pub fn volume_header_is_whole(b: &[u8; VOLUME_HEADER_LEN as usize]) -> bool {
+    &b[0..8] == VOLUME_MAGIC
+        && u32::from_le_bytes(b[60..64].try_into().unwrap()) == crc32c::crc32c(&b[0..60])
+}
+
 /// The lane every record of chunk `id` goes to when a generation has `lanes` lanes.
 pub fn lane_of(id: &ChunkId, lanes: u16) -> u16 {
     let b = id.as_bytes();

@@ -3,7 +3,7 @@
 //! else is `Corrupt`: only the volumes being appended to can hold writes that were never
 //! synced, and those are the last of their lane.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -22,7 +22,20 @@ pub(crate) struct Recovered {
     pub report: OpenReport,
 }
 
-/// The last volume of a lane: the only kind that can hold writes that were never synced.
+/// The last volume of each lane of the newest generation: the only volumes that can hold
+/// writes that were never synced. (An older generation's last volumes were synced and given
+/// hints before any volume of a newer one was created, so damage there is corruption.)
+pub(crate) fn last_of_each_lane(headers: &[VolumeHeader]) -> HashSet<u32> {
+    let newest = headers.iter().map(|h| h.generation).max();
+    let mut last: HashMap<u16, u32> = HashMap::new();
+    for h in headers.iter().filter(|h| Some(h.generation) == newest) {
+        let n = last.entry(h.lane).or_insert(h.number);
+        *n = (*n).max(h.number);
+    }
+    last.into_values().collect()
+}
+
+/// The last volume of a lane of the newest generation.
 struct LastOfLane {
     header: VolumeHeader,
     entries: Vec<HintEntry>,
@@ -41,16 +54,13 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16) -> Result<Recove
         .iter()
         .map(|&n| volume::check_volume_header(fs, &format::volume_path(dir, n), n))
         .collect::<Result<Vec<_>>>()?;
-    let mut last_of_lane: HashMap<(u32, u16), u32> = HashMap::new();
-    for h in &headers {
-        last_of_lane.insert((h.generation, h.lane), h.number);
-    }
+    let last_of_lane = last_of_each_lane(&headers);
     let mut catalog = Catalog::default();
     let mut report = OpenReport::default();
     let mut lasts: Vec<LastOfLane> = Vec::new();
     for h in &headers {
         let n = h.number;
-        let is_last = last_of_lane[&(h.generation, h.lane)] == n;
+        let is_last = last_of_lane.contains(&n);
         let path = format::volume_path(dir, n);
         if is_last {
             // After a failed sync the kernel keeps the unwritten pages cached but clean: a
@@ -130,9 +140,21 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16) -> Result<Recove
                 len,
                 entries: last.entries,
             });
+        } else if last.entries.is_empty() {
+            // A lane that got no record before the lane count changed: nothing to keep, and
+            // compaction never removes a volume without records.
+            drop(file);
+            catalog.remove_volume(n, &[]);
+            fs.remove(&path)
+                .map_err(|e| ChunkError::io("remove empty volume", &path, e))?;
+            let hint = format::hint_path(dir, n);
+            if fs.open_read(&hint).is_ok() {
+                fs.remove(&hint)
+                    .map_err(|e| ChunkError::io("remove hint", &hint, e))?;
+            }
         } else if !last.from_hint {
-            // A lane of an older generation, or of the newest one when the lane count
-            // changed: sealed from now on, so it gets its hint.
+            // A lane of the newest generation when the lane count changed: sealed from now
+            // on, so it gets its hint.
             let hint_bytes = volume::write_hint(fs, dir, n, len, &last.entries)?;
             catalog.volumes.get_mut(&n).expect("added above").hint_bytes = hint_bytes;
         }
@@ -203,8 +225,8 @@ fn scan_and_cut(
     Ok(scan.entries)
 }
 
-/// The newest volume, if no more than a header long and its header does not decode, was
-/// being created when the process stopped (a volume gets records only once its header and
+/// The newest volume, if no more than a header long and its header is not whole (magic and
+/// checksum), was being created when the process stopped (a volume gets records only once its header and
 /// name are synced): remove it, and its number is given again.
 fn remove_unfinished_volume(fs: &dyn Fs, dir: &Path, numbers: &mut Vec<u32>) -> Result<()> {
     let Some(&n) = numbers.last() else {
@@ -217,9 +239,11 @@ fn remove_unfinished_volume(fs: &dyn Fs, dir: &Path, numbers: &mut Vec<u32>) -> 
     let bytes = fs
         .read(&path)
         .map_err(|e| ChunkError::io("read volume", &path, e))?;
-    let decodes = <&[u8; VOLUME_HEADER_LEN as usize]>::try_from(bytes.as_slice())
-        .is_ok_and(|b| VolumeHeader::decode(b).is_ok_and(|h| h.number == n));
-    if decodes {
+    let whole = <&[u8; VOLUME_HEADER_LEN as usize]>::try_from(bytes.as_slice())
+        .is_ok_and(format::volume_header_is_whole);
+    if whole {
+        // Whole but perhaps not readable by this build (a newer version, another number):
+        // `check_volume_header` says so; it is not removed.
         return Ok(());
     }
     fs.remove(&path)

@@ -119,23 +119,24 @@ pub fn verify_store_in(fs: &dyn Fs, dir: &Path) -> Result<VerifyReport> {
         });
     }
     let numbers = volume::list_volumes(fs, dir)?;
-    // The last volume of each lane may end in a torn write. A volume whose header does not
-    // decode is reported as corrupt by its scan; it is a lane's last only if it is the newest.
+    // The last volume of each lane of the newest generation may end in a torn write, as open
+    // decides. A volume whose header does not decode is reported as corrupt by its scan,
+    // unless it is the newest and no longer than a header: then its creation was cut short
+    // (open removes it).
     let headers: Vec<_> = numbers
         .iter()
         .map(|&n| volume::check_volume_header(fs, &format::volume_path(dir, n), n).ok())
         .collect();
-    let mut last_of_lane = std::collections::HashMap::new();
-    for h in headers.iter().flatten() {
-        last_of_lane.insert((h.generation, h.lane), h.number);
-    }
+    let last_of_lane =
+        crate::recovery::last_of_each_lane(&headers.iter().flatten().copied().collect::<Vec<_>>());
     let mut catalog = Catalog::default();
     let mut volumes = Vec::new();
     for (&n, header) in numbers.iter().zip(&headers) {
         let path = format::volume_path(dir, n);
+        let newest = Some(&n) == numbers.last();
         let is_last = match header {
-            Some(h) => last_of_lane[&(h.generation, h.lane)] == n,
-            None => Some(&n) == numbers.last(),
+            Some(_) => last_of_lane.contains(&n),
+            None => newest,
         };
         let bytes = volume::file_len(fs, &path)?;
         catalog.add_volume(n, None);
@@ -153,6 +154,13 @@ pub fn verify_store_in(fs: &dyn Fs, dir: &Path) -> Result<VerifyReport> {
             status: VolumeStatus::Clean,
             damaged: Vec::new(),
         };
+        if header.is_none() && newest && bytes <= VOLUME_HEADER_LEN && !header_is_whole(fs, &path)?
+        {
+            // Open removes it: a volume's creation cut short holds no record.
+            report.status = VolumeStatus::TornTail { offset: 0, bytes };
+            volumes.push(report);
+            continue;
+        }
         let scan = match volume::scan_volume(fs, &path, n, true) {
             Ok(scan) => scan,
             Err(ChunkError::Corrupt { offset, reason, .. }) => {
@@ -266,4 +274,15 @@ fn check_record(file: &VolumeFile, e: &HintEntry) -> Result<(), String> {
         ChunkError::Corrupt { reason, .. } => reason,
         other => other.to_string(),
     })
+}
+
+/// Whether the file at `path` begins with a whole volume header (magic and checksum).
+fn header_is_whole(fs: &dyn Fs, path: &Path) -> Result<bool> {
+    let bytes = fs
+        .read(path)
+        .map_err(|e| ChunkError::io("read volume", path, e))?;
+    Ok(bytes
+        .get(..VOLUME_HEADER_LEN as usize)
+        .and_then(|b| <&[u8; VOLUME_HEADER_LEN as usize]>::try_from(b).ok())
+        .is_some_and(format::volume_header_is_whole))
 }

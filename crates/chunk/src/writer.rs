@@ -318,7 +318,8 @@ fn run_syncer(shared: &Shared, pipe: &Pipe) {
 
 /// Sync every volume the batches wrote to, each once, all at the same time: one file on
 /// this thread, each other one on a thread of its own (a sync takes milliseconds; starting
-/// a thread, microseconds).
+/// a thread, microseconds). A thread the system refuses to start is made up for by a sync
+/// on this thread.
 fn sync_batches(shared: &Shared, batches: &[Written]) -> Result<()> {
     let mut files: Vec<&(u32, Arc<dyn FsFile>)> = Vec::new();
     for f in batches.iter().flat_map(|b| &b.files) {
@@ -331,11 +332,22 @@ fn sync_batches(shared: &Shared, batches: &[Written]) -> Result<()> {
     };
     shared.group_commits.fetch_add(1, Ordering::Relaxed);
     std::thread::scope(|s| {
-        let others: Vec<_> = rest
-            .iter()
-            .map(|(volume, file)| s.spawn(move || sync_file(shared, file, *volume)))
-            .collect();
-        let mut result = sync_file(shared, &first.1, first.0);
+        let mut others = Vec::with_capacity(rest.len());
+        let mut here = vec![*first];
+        for f in rest {
+            let (volume, file) = (f.0, &f.1);
+            match std::thread::Builder::new()
+                .name("chunk-volume-sync".into())
+                .spawn_scoped(s, move || sync_file(shared, file, volume))
+            {
+                Ok(t) => others.push(t),
+                Err(_) => here.push(*f),
+            }
+        }
+        let mut result = Ok(());
+        for (volume, file) in here {
+            result = result.and_then(|()| sync_file(shared, file, *volume));
+        }
         for t in others {
             let r = t.join().unwrap_or_else(|_| {
                 Err(ChunkError::WriterFailed {

@@ -209,6 +209,8 @@ fn a_volume_whose_creation_was_cut_short_is_removed() {
         let highest = header(common::volumes(dir.path()).last().unwrap()).number;
         let unfinished = spindle_chunk::format::volume_path(dir.path(), highest + 1);
         std::fs::write(&unfinished, leftover).unwrap();
+        let report = verify_store(dir.path()).unwrap();
+        assert!(report.is_ok(), "inspect agrees with open: {report:?}");
         let store = ChunkStore::open(dir.path(), lanes(2)).unwrap();
         assert!(!unfinished.exists(), "removed");
         check_all(&store, &ids);
@@ -253,6 +255,72 @@ fn volumes_written_before_lanes_open_and_are_continued() {
     assert_eq!(unsealed(&store).len(), 4);
     let more = put_some(&store, 40..60);
     check_all(&store, &[ids.clone(), more.clone()].concat());
+    store.close().unwrap();
+    assert!(verify_store(dir.path()).unwrap().is_ok());
+}
+
+#[test]
+fn a_whole_header_of_another_version_is_not_taken_for_an_unfinished_volume() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ChunkStore::open(dir.path(), lanes(2)).unwrap();
+    put_some(&store, 0..4);
+    store.close().unwrap();
+    let highest = header(common::volumes(dir.path()).last().unwrap()).number;
+    let newer = spindle_chunk::format::volume_path(dir.path(), highest + 1);
+    let mut b = VolumeHeader {
+        number: highest + 1,
+        generation: highest + 1,
+        lane: 0,
+        lanes: 2,
+    }
+    .encode();
+    b[8..12].copy_from_slice(&9u32.to_le_bytes());
+    let crc = crc32c::crc32c(&b[0..60]);
+    b[60..64].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&newer, b).unwrap();
+    let err = ChunkStore::open(dir.path(), lanes(2)).unwrap_err();
+    assert!(err.to_string().contains("version 9"), "{err}");
+    assert!(newer.exists(), "a volume this build cannot read is left alone");
+}
+
+#[test]
+fn damage_in_an_older_generation_is_corruption_not_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ChunkStore::open(dir.path(), lanes(2)).unwrap();
+    put_some(&store, 0..8);
+    let old = unsealed(&store);
+    store.close().unwrap();
+    // A new generation; the old one's last volumes are sealed now.
+    let store = ChunkStore::open(dir.path(), lanes(3)).unwrap();
+    put_some(&store, 20..24);
+    store.close().unwrap();
+    let path = spindle_chunk::format::volume_path(dir.path(), old[0]);
+    std::fs::remove_file(path.with_extension("hint")).unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len - 100)
+        .unwrap();
+    assert!(!verify_store(dir.path()).unwrap().is_ok());
+    match ChunkStore::open(dir.path(), lanes(3)) {
+        Err(spindle_chunk::ChunkError::Corrupt { volume, .. }) => assert_eq!(volume, path),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn lanes_that_got_no_record_are_removed_when_the_count_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ChunkStore::open(dir.path(), lanes(4)).unwrap();
+    let ids = put_some(&store, 0..1);
+    store.close().unwrap();
+    assert_eq!(common::volumes(dir.path()).len(), 4);
+    let store = ChunkStore::open(dir.path(), lanes(2)).unwrap();
+    // The one volume with the chunk, and the two new lanes.
+    assert_eq!(common::volumes(dir.path()).len(), 3);
+    check_all(&store, &ids);
     store.close().unwrap();
     assert!(verify_store(dir.path()).unwrap().is_ok());
 }
