@@ -5,17 +5,22 @@
 //! `get-warm` its first from the cache), then listed and reopened,
 //! through Spindle's chunk store and its peers in one run on the same machine:
 //!
-//! - `spindle`: `spindle_chunk::ChunkStore` with default options (4 lanes: 4 volumes
-//!   appended to at once);
-//! - `spindle-one-lane`: the same with one volume appended to at a time (the store before
-//!   lanes), to show what lanes are worth;
+//! - `spindle`: `spindle_chunk::ChunkStore` with default options (one volume appended to at
+//!   a time);
+//! - `spindle-lanes`: the same with `LANES` volumes appended to at once, each group commit
+//!   syncing them at the same time, to show what lanes are worth on the machine at hand;
 //! - `file-per-chunk`: one file per chunk, written and fdatasync'ed (no directory fsync, which
 //!   flatters it: a crash may lose the name of a file whose bytes were synced);
 //! - `sqlite-blob`: SQLite, WAL, `synchronous=FULL`, one row per chunk, one connection per
 //!   writer;
-//! - `device`: the limits: as many files as Spindle appends to and as many syncs at once as
-//!   its writer can have, each thread appending groups of Spindle's chunks per volume sync
-//!   with one fdatasync per group, and random `O_DIRECT` reads of a file of the same size.
+//! - `device`: the limits: Spindle's pattern of I/O without its work — one thread appending
+//!   in batches to files of Spindle's volume size, no more chunks unsynced than there are
+//!   writers, and as many syncers as Spindle has, each syncing everything written so far —
+//!   and random `O_DIRECT` reads of those files.
+//!
+//! Before each system's puts the bench syncs every file system and waits `--settle-ms`
+//! (default 5 s): on a virtual disk the host goes on writing back what the guest synced, and
+//! without the pause whichever system puts second in a round pays for the first one's bytes.
 //!
 //! A round is phase by phase (`put`, `get-cold`, `get-again`, `get-warm`, `keys`, `open`),
 //! each phase for every system in turn, so that the systems meet the machine's noise at about the same time;
@@ -33,8 +38,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Context};
@@ -59,7 +64,7 @@ pub struct Args {
     /// Concurrent writers (and readers).
     #[arg(long, default_value_t = 16)]
     pub writers: usize,
-    /// Systems to measure, comma-separated (spindle, spindle-one-lane, file-per-chunk,
+    /// Systems to measure, comma-separated (spindle, spindle-lanes, file-per-chunk,
     /// sqlite-blob, device).
     #[arg(
         long,
@@ -73,9 +78,15 @@ pub struct Args {
     /// Check BLAKE3 of every chunk read (all systems but `device`).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub verify: bool,
-    /// Chunks per fdatasync for `device` when `spindle` is not measured in the same run.
-    #[arg(long, default_value_t = 16)]
+    /// Chunks per fdatasync for `device` until `spindle` has put once in the run (after that:
+    /// Spindle's chunks per volume sync in the latest round it ran).
+    #[arg(long, default_value_t = 5)]
     pub device_group: usize,
+    /// Milliseconds to wait, after syncing every file system, before each system's puts:
+    /// on a virtual disk the host goes on writing back what the previous system synced, and
+    /// without a pause the system that puts second in a round is slowed by the first.
+    #[arg(long, default_value_t = 5_000)]
+    pub settle_ms: u64,
     /// Rounds: every system runs every phase once per round, in an order rotated each round;
     /// targets are judged on the median of the per-round ratios.
     #[arg(long, default_value_t = 3)]
@@ -101,7 +112,7 @@ struct Row {
 
 const SYSTEMS: [&str; 5] = [
     "spindle",
-    "spindle-one-lane",
+    "spindle-lanes",
     "file-per-chunk",
     "sqlite-blob",
     "device",
@@ -130,6 +141,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .into_iter()
         .filter(|s| args.systems.iter().any(|a| a == s))
         .collect();
+    // Spindle's chunks per volume sync, which `device` syncs at (until Spindle has put once
+    // in the run: `--device-group`).
     let mut group = args.device_group;
     let mut groups = Vec::new();
     let mut rounds = Vec::new();
@@ -166,7 +179,7 @@ fn one_round(
         let dir = tmp.path().join(name);
         fs::create_dir_all(&dir)?;
         systems.push(match name {
-            "spindle" | "spindle-one-lane" => Box::new(Spindle {
+            "spindle" | "spindle-lanes" => Box::new(Spindle {
                 name,
                 dir,
                 store: None,
@@ -175,7 +188,7 @@ fn one_round(
                     active_volumes: if name == "spindle" {
                         Options::default().active_volumes
                     } else {
-                        1
+                        LANES
                     },
                     ..Options::default()
                 },
@@ -196,6 +209,9 @@ fn one_round(
     let mut rows = Vec::new();
     for phase in PHASES {
         for system in &mut systems {
+            if phase == "put" {
+                settle(args.settle_ms);
+            }
             eprintln!("{} {phase}", system.name());
             if let Some(row) = system.run(phase, args, data, order, group)? {
                 rows.push(row);
@@ -426,8 +442,11 @@ where
     Ok((secs, h, ids.into_inner().expect("ids lock")))
 }
 
-/// The chunk store; `spindle-one-lane` appends to one volume at a time (the store before
-/// lanes), `spindle` to the default number.
+/// Lanes of `spindle-lanes`.
+const LANES: usize = 4;
+
+/// The chunk store; `spindle` with default options, `spindle-lanes` appending to `LANES`
+/// volumes at once.
 struct Spindle {
     name: &'static str,
     dir: PathBuf,
@@ -735,122 +754,213 @@ impl System for Device {
     ) -> anyhow::Result<Option<Row>> {
         let (n, size) = (args.chunks, args.size);
         match phase {
-            "put" => device_put(&self.path, n, size, data, group).map(Some),
+            "put" => device_put(&self.path, n, size, args.writers, group, data).map(Some),
             "get-cold" => device_get(&self.path, args.writers, order, size).map(Some),
             _ => Ok(None),
         }
     }
 }
 
-/// The disk's limit for puts at Spindle's bytes per sync: as many files as Spindle appends
-/// to at once (`active_volumes`) and as many `fdatasync`s at once as Spindle's writer can
-/// have (`syncs_in_flight_max` group commits, each syncing every volume it wrote to). Each
-/// thread takes the next `group` chunks (Spindle's chunks per volume sync), reserves their
-/// space at the end of its file (thread t writes file t mod files), writes them there and
-/// syncs the file, until `n` chunks are written. No hashing, no index, no hand-off between
-/// threads: what is left is the page-cache copy and the syncs, as many at once and on as
-/// many files as Spindle's.
+/// The disk's limit for puts: Spindle's pattern of I/O with none of its work. One thread
+/// appends the chunks to a file (as Spindle appends to its volume), never more than
+/// `writers` chunks ahead of what is synced (Spindle's writers each wait for their put), and
+/// hands them to the syncers `group` at a time (Spindle's chunks per volume sync in the same
+/// round: its writer hands over what it drained from its queue); `syncs_in_flight_max`
+/// syncers each take everything handed over so far and `fdatasync` it (Spindle's group
+/// commit). A file holds at most `volume_bytes_max`
+/// bytes; the next is started once everything is synced, as Spindle seals a volume. No
+/// hashing, no index, no copy into a buffer, no headers: what is left is the page-cache copy
+/// and the syncs, overlapped as Spindle overlaps them. A chunk's latency runs from its write
+/// to the end of the sync that covered it.
 fn device_put(
     path: &Path,
     n: usize,
     size: usize,
-    data: &ChunkData,
+    writers: usize,
     group: usize,
+    data: &ChunkData,
 ) -> anyhow::Result<Row> {
+    struct State {
+        /// Chunks written, and when each was.
+        written: Vec<Instant>,
+        /// Chunks some sync has taken, and chunks a finished sync covered.
+        taken: usize,
+        synced: usize,
+        /// The file being appended to.
+        file: Arc<File>,
+        failed: bool,
+    }
     let stride = device_stride(size);
-    let group = group.max(1);
     let opts = Options::default();
-    let files: Vec<(File, AtomicU64)> = (0..opts.active_volumes)
-        .map(|f| {
-            Ok((
-                File::create(path.with_extension(format!("{f}")))?,
-                AtomicU64::new(0),
-            ))
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let next = AtomicUsize::new(0);
+    assert_eq!(
+        opts.active_volumes, 1,
+        "the probe appends to one file at a time, as Spindle does"
+    );
+    // Spindle's writers each wait for their put before the next: no more chunks than
+    // writers are ever unsynced (its write buffer, 64 MiB, is larger here).
+    let group = group.max(1);
+    let in_flight = writers
+        .clamp(1, (opts.write_buffer_bytes_max as usize / stride).max(1))
+        .max(group);
+    let state = Mutex::new(State {
+        written: Vec::with_capacity(n),
+        taken: 0,
+        synced: 0,
+        file: Arc::new(File::create(device_file(path, 0))?),
+        failed: false,
+    });
+    let cv = std::sync::Condvar::new();
     let h = Mutex::new(Histogram::<u64>::new(3)?);
     let start = Instant::now();
     std::thread::scope(|s| -> anyhow::Result<()> {
-        let workers: Vec<_> = (0..device_syncers())
-            .map(|t| {
-                let (next, h) = (&next, &h);
-                let (f, end) = &files[t % files.len()];
+        let syncers: Vec<_> = (0..opts.syncs_in_flight_max)
+            .map(|_| {
+                let (state, cv, h) = (&state, &cv, &h);
                 s.spawn(move || -> anyhow::Result<()> {
-                    let mut buf = Vec::with_capacity(stride * group);
-                    let mut one = Vec::with_capacity(stride);
                     loop {
-                        let first = next.fetch_add(group, Ordering::Relaxed);
-                        if first >= n {
-                            return Ok(());
+                        let (from, to, file) = {
+                            let mut st = state.lock().expect("state lock");
+                            while st.taken == st.written.len() && st.taken < n && !st.failed {
+                                st = cv.wait(st).expect("state lock");
+                            }
+                            if st.taken == n || st.failed {
+                                return Ok(());
+                            }
+                            let from = st.taken;
+                            st.taken = st.written.len();
+                            (from, st.taken, Arc::clone(&st.file))
+                        };
+                        let synced = file.sync_data();
+                        let mut st = state.lock().expect("state lock");
+                        if let Err(e) = synced {
+                            st.failed = true;
+                            cv.notify_all();
+                            return Err(e.into());
                         }
-                        let last = (first + group).min(n);
-                        let t0 = Instant::now();
-                        buf.clear();
-                        for i in first..last {
-                            data.fill(i, &mut one);
-                            one.resize(stride, 0);
-                            buf.extend_from_slice(&one);
+                        let now = Instant::now();
+                        let mut h = h.lock().expect("histogram lock");
+                        for t in &st.written[from..to] {
+                            h.record(now.duration_since(*t).as_micros() as u64)?;
                         }
-                        let at = end.fetch_add(buf.len() as u64, Ordering::Relaxed);
-                        f.write_all_at(&buf, at)?;
-                        f.sync_data()?;
-                        h.lock()
-                            .expect("histogram lock")
-                            .record_n(t0.elapsed().as_micros() as u64, (last - first) as u64)?;
+                        st.synced = st.synced.max(to);
+                        cv.notify_all();
                     }
                 })
             })
             .collect();
-        for w in workers {
-            w.join().expect("device writer panicked")?;
+        let mut buf = Vec::with_capacity(stride);
+        let mut written = Ok(());
+        let mut i = 0;
+        let mut file_no = 0;
+        let per_file = device_chunks_per_file(stride);
+        while i < n {
+            let (no, _) = device_loc(i, stride);
+            let (batch_end, file) = {
+                let mut st = state.lock().expect("state lock");
+                if no != file_no {
+                    // Where Spindle seals a volume: wait until everything written is synced,
+                    // then start the next file.
+                    while st.synced < i && !st.failed {
+                        st = cv.wait(st).expect("state lock");
+                    }
+                    if !st.failed {
+                        match File::create(device_file(path, no)) {
+                            Ok(f) => st.file = Arc::new(f),
+                            Err(e) => {
+                                written = Err(e);
+                                st.failed = true;
+                                cv.notify_all();
+                            }
+                        }
+                        file_no = no;
+                    }
+                }
+                while i - st.synced >= in_flight && !st.failed {
+                    st = cv.wait(st).expect("state lock");
+                }
+                if st.failed {
+                    break;
+                }
+                // Up to the bound, one group, and the end of this file.
+                let file_end = (no + 1).saturating_mul(per_file);
+                (
+                    (st.synced + in_flight).min(n).min(i + group).min(file_end),
+                    Arc::clone(&st.file),
+                )
+            };
+            let mut times = Vec::with_capacity(batch_end - i);
+            for j in i..batch_end {
+                data.fill(j, &mut buf);
+                buf.resize(stride, 0);
+                if let Err(e) = file.write_all_at(&buf, device_loc(j, stride).1) {
+                    written = Err(e);
+                    break;
+                }
+                times.push(Instant::now());
+            }
+            let mut st = state.lock().expect("state lock");
+            if written.is_err() {
+                st.failed = true;
+                cv.notify_all();
+                break;
+            }
+            st.written.extend(times);
+            cv.notify_all();
+            i = batch_end;
         }
-        Ok(())
+        for t in syncers {
+            t.join().expect("device syncer panicked")?;
+        }
+        Ok(written?)
     })?;
     let secs = start.elapsed().as_secs_f64();
-    drop(files);
-    for f in 0..opts.active_volumes {
-        fs::remove_file(path.with_extension(format!("{f}")))?;
-    }
-    // The reads want every chunk in one file, at `i * stride`: lay it out, untimed.
-    let mut f = File::create(path)?;
-    let mut buf = Vec::with_capacity(stride);
-    for i in 0..n {
-        data.fill(i, &mut buf);
-        buf.resize(stride, 0);
-        f.write_all(&buf)?;
-    }
-    f.sync_data()?;
     let h = h.into_inner().expect("histogram lock");
     Ok(row("device", "put", n, size, secs, &h))
 }
 
-/// Syncs `device` runs at once: as many as Spindle's writer can have in flight.
-fn device_syncers() -> usize {
-    let o = Options::default();
-    o.syncs_in_flight_max * o.active_volumes
+/// Which of `device`'s files holds chunk `i`, and where: files of at most Spindle's
+/// `volume_bytes_max`, as its volumes are.
+fn device_loc(i: usize, stride: usize) -> (usize, u64) {
+    let per_file = device_chunks_per_file(stride);
+    (i / per_file, ((i % per_file) * stride) as u64)
+}
+
+fn device_chunks_per_file(stride: usize) -> usize {
+    (Options::default().volume_bytes_max as usize / stride).max(1)
+}
+
+fn device_file(path: &Path, no: usize) -> PathBuf {
+    path.with_extension(format!("{no}"))
+}
+
+/// Sync every file system (`sync(2)`), then wait `ms` milliseconds doing nothing.
+fn settle(ms: u64) {
+    rustix::fs::sync();
+    std::thread::sleep(std::time::Duration::from_millis(ms));
 }
 
 /// Random `O_DIRECT` reads of whole chunks.
 fn device_get(path: &Path, threads: usize, order: &[usize], size: usize) -> anyhow::Result<Row> {
     let stride = device_stride(size);
     let direct = rustix::fs::OFlags::DIRECT.bits() as i32;
-    let f = match OpenOptions::new()
-        .read(true)
-        .custom_flags(direct)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) => bail!(
-            "O_DIRECT open of {} failed ({e}); the filesystem may not support it",
-            path.display()
-        ),
-    };
+    let files = (0..=device_loc(order.len().saturating_sub(1), stride).0)
+        .map(|no| {
+            let p = device_file(path, no);
+            match OpenOptions::new().read(true).custom_flags(direct).open(&p) {
+                Ok(f) => Ok(f),
+                Err(e) => bail!(
+                    "O_DIRECT open of {} failed ({e}); the filesystem may not support it",
+                    p.display()
+                ),
+            }
+        })
+        .collect::<anyhow::Result<Vec<File>>>()?;
     let (secs, h) = parallel(threads, order, |_, i| {
         let mut raw = vec![0u8; stride + 4096];
         let off = raw.as_ptr().align_offset(4096);
         let aligned = &mut raw[off..off + stride];
-        f.read_exact_at(aligned, (i * stride) as u64)?;
+        let (no, at) = device_loc(i, stride);
+        files[no].read_exact_at(aligned, at)?;
         ensure!(
             aligned[..8] == (i as u64).to_le_bytes(),
             "device read chunk {i} wrong"
@@ -888,9 +998,8 @@ fn print_markdown(names: &[&str], rounds: &[Vec<Row>], groups: &[usize]) {
     );
     println!();
     println!(
-        "device put synced once per {groups:?} chunks in the rounds (Spindle's chunks per \
-         volume sync), up to {} syncs at once on {} files.",
-        device_syncers(),
-        Options::default().active_volumes
+        "device put synced every {groups:?} chunks in the rounds (Spindle's chunks per \
+         volume sync), up to {} syncs at once.",
+        Options::default().syncs_in_flight_max
     );
 }

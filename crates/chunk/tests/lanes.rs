@@ -280,7 +280,10 @@ fn a_whole_header_of_another_version_is_not_taken_for_an_unfinished_volume() {
     std::fs::write(&newer, b).unwrap();
     let err = ChunkStore::open(dir.path(), lanes(2)).unwrap_err();
     assert!(err.to_string().contains("version 9"), "{err}");
-    assert!(newer.exists(), "a volume this build cannot read is left alone");
+    assert!(
+        newer.exists(),
+        "a volume this build cannot read is left alone"
+    );
 }
 
 #[test]

@@ -13,7 +13,16 @@ fn bench_chunks_rotates_rounds_and_prints_summaries() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
         .args(["bench", "chunks", "--chunks", "24", "--size", "65536"])
-        .args(["--writers", "2", "--rounds", "2", "--json", "--dir"])
+        .args([
+            "--writers",
+            "2",
+            "--rounds",
+            "2",
+            "--settle-ms",
+            "0",
+            "--json",
+            "--dir",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();

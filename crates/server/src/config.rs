@@ -75,6 +75,8 @@ pub struct ServerConfig {
     pub chunk_bytes_max: usize,
     /// Space the chunk store may use.
     pub chunk_store_bytes_max: u64,
+    /// Chunk volumes appended to at once (1 ..= 64; docs/chunk-format.md, "Lanes").
+    pub chunk_active_volumes: usize,
     /// Frame bytes per gRPC iteration message.
     pub iter_chunk_bytes: usize,
     /// Chunks a carousel rider may fall behind the scanner before it is moved to its own
@@ -261,6 +263,7 @@ impl Default for ServerConfig {
             request_body_ms_max: 30_000,
             chunk_bytes_max: 16 << 20,
             chunk_store_bytes_max: 1 << 40,
+            chunk_active_volumes: 1,
             // A chunk costs each rider a wakeup and a send: with 1 MiB chunks five riders
             // cost the node less CPU than with 256 KiB ones (docs/benchmarks/carousel.md,
             // run 6).
@@ -460,6 +463,12 @@ impl ServerConfig {
                 return bad(format!("index view {:?}: {e}", index.name));
             }
         }
+        if !(1..=64).contains(&self.chunk_active_volumes) {
+            return bad(format!(
+                "chunk_active_volumes is {}; it must be between 1 and 64",
+                self.chunk_active_volumes
+            ));
+        }
         if self.iter_chunk_bytes < 4096 || self.iter_chunk_bytes > ITER_CHUNK_BYTES_MAX {
             return bad("iter_chunk_bytes must be between 4096 and 4 MiB".into());
         }
@@ -563,6 +572,13 @@ mod tests {
             ..ServerConfig::default()
         };
         assert!(invalid(&c).contains("twice"));
+        for lanes in [0, 65] {
+            let c = ServerConfig {
+                chunk_active_volumes: lanes,
+                ..ServerConfig::default()
+            };
+            assert!(invalid(&c).contains("chunk_active_volumes"), "{lanes}");
+        }
         let mut js = JetStreamSettings::empty();
         js.servers = vec!["nats://127.0.0.1:4222".into()];
         js.monitor_urls = vec!["http://127.0.0.1:8222".into()];

@@ -759,6 +759,7 @@ impl Node {
             data.join("chunks"),
             spindle_chunk::Options {
                 space_bytes_max: config.chunk_store_bytes_max,
+                active_volumes: config.chunk_active_volumes,
                 chunk_bytes_max: config.chunk_bytes_max as u64,
                 write_buffer_bytes_max: (64 << 20).max(2 * config.chunk_bytes_max as u64),
                 ..spindle_chunk::Options::default()
