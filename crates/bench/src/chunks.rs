@@ -763,7 +763,8 @@ impl System for Device {
 
 /// The disk's limit for puts: Spindle's pattern of I/O with none of its work. One thread
 /// appends the chunks to a file (as Spindle appends to its volume), never more than
-/// `writers` chunks ahead of what is synced (Spindle's writers each wait for their put), and
+/// `writers` chunks (or one group, if larger) ahead of what is synced (Spindle's writers
+/// each wait for their put), and
 /// hands them to the syncers `group` at a time (Spindle's chunks per volume sync in the same
 /// round: its writer hands over what it drained from its queue); `syncs_in_flight_max`
 /// syncers each take everything handed over so far and `fdatasync` it (Spindle's group
@@ -838,12 +839,18 @@ fn device_put(
                             return Err(e.into());
                         }
                         let now = Instant::now();
-                        let mut h = h.lock().expect("histogram lock");
-                        for t in &st.written[from..to] {
-                            h.record(now.duration_since(*t).as_micros() as u64)?;
-                        }
+                        let recorded = {
+                            let mut h = h.lock().expect("histogram lock");
+                            st.written[from..to].iter().try_for_each(|t| {
+                                h.record(now.duration_since(*t).as_micros() as u64)
+                            })
+                        };
                         st.synced = st.synced.max(to);
+                        if recorded.is_err() {
+                            st.failed = true;
+                        }
                         cv.notify_all();
+                        recorded?;
                     }
                 })
             })
@@ -998,8 +1005,9 @@ fn print_markdown(names: &[&str], rounds: &[Vec<Row>], groups: &[usize]) {
     );
     println!();
     println!(
-        "device put synced every {groups:?} chunks in the rounds (Spindle's chunks per \
-         volume sync), up to {} syncs at once.",
+        "Spindle's chunks per volume sync in the rounds: {groups:?}; device put handed groups \
+         of that size to its syncers (the round before's where it put before Spindle), up to \
+         {} syncs at once, each syncing everything handed over so far.",
         Options::default().syncs_in_flight_max
     );
 }

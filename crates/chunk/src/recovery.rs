@@ -140,18 +140,6 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16) -> Result<Recove
                 len,
                 entries: last.entries,
             });
-        } else if last.entries.is_empty() {
-            // A lane that got no record before the lane count changed: nothing to keep, and
-            // compaction never removes a volume without records.
-            drop(file);
-            catalog.remove_volume(n, &[]);
-            fs.remove(&path)
-                .map_err(|e| ChunkError::io("remove empty volume", &path, e))?;
-            let hint = format::hint_path(dir, n);
-            if fs.open_read(&hint).is_ok() {
-                fs.remove(&hint)
-                    .map_err(|e| ChunkError::io("remove hint", &hint, e))?;
-            }
         } else if !last.from_hint {
             // A lane of the newest generation when the lane count changed: sealed from now
             // on, so it gets its hint.
@@ -180,6 +168,7 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16) -> Result<Recove
         };
         lanes.push(a);
     }
+    remove_empty_sealed_volumes(fs, dir, &mut catalog)?;
     Ok(Recovered {
         catalog,
         lanes: Lanes {
@@ -189,6 +178,34 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16) -> Result<Recove
         },
         report,
     })
+}
+
+/// Remove every sealed volume that holds no record: a lane that got none before its
+/// generation ended (compaction never removes a volume without records). Only once the
+/// volumes to append to exist: removing the last volumes of the newest generation first
+/// could make an older generation the newest, and a sealed volume of it writable again.
+fn remove_empty_sealed_volumes(fs: &dyn Fs, dir: &Path, catalog: &mut Catalog) -> Result<()> {
+    let empty: Vec<u32> = catalog
+        .volumes
+        .iter()
+        .filter(|(_, s)| s.sealed && s.records == 0)
+        .map(|(&n, _)| n)
+        .collect();
+    for &n in &empty {
+        catalog.remove_volume(n, &[]);
+        let hint = format::hint_path(dir, n);
+        if fs.open_read(&hint).is_ok() {
+            fs.remove(&hint)
+                .map_err(|e| ChunkError::io("remove hint", &hint, e))?;
+        }
+        let path = format::volume_path(dir, n);
+        fs.remove(&path)
+            .map_err(|e| ChunkError::io("remove empty volume", &path, e))?;
+    }
+    if !empty.is_empty() {
+        volume::sync_dir(fs, dir)?;
+    }
+    Ok(())
 }
 
 /// Scan a volume without a usable hint. A bad record in the last volume, past what a stale
