@@ -1,7 +1,7 @@
 //! Opening a store: rebuild the catalog from hint files where they match their volume, scan
-//! the other volumes, and cut a torn tail from the last volume of each lane. Damage anywhere
-//! else is `Corrupt`: only the volumes being appended to can hold writes that were never
-//! synced, and those are the last of their lane.
+//! the other volumes, and cut a torn tail from the last volume of each lane of the newest
+//! generation. Damage anywhere else is `Corrupt`: only the volumes being appended to can
+//! hold writes that were never synced, and those are the last of their lane.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -11,7 +11,7 @@ use spindle_fs::Fs;
 
 use crate::catalog::Catalog;
 use crate::error::{ChunkError, Result};
-use crate::format::{self, HintEntry, VolumeHeader, VOLUME_HEADER_LEN};
+use crate::format::{self, HintEntry, VolumeHeader};
 use crate::store::OpenReport;
 use crate::volume::{self, VolumeFile};
 use crate::writer::{self, Active, Lanes};
@@ -250,17 +250,7 @@ fn remove_unfinished_volume(fs: &dyn Fs, dir: &Path, numbers: &mut Vec<u32>) -> 
         return Ok(());
     };
     let path = format::volume_path(dir, n);
-    if volume::file_len(fs, &path)? > VOLUME_HEADER_LEN {
-        return Ok(());
-    }
-    let bytes = fs
-        .read(&path)
-        .map_err(|e| ChunkError::io("read volume", &path, e))?;
-    let whole = <&[u8; VOLUME_HEADER_LEN as usize]>::try_from(bytes.as_slice())
-        .is_ok_and(format::volume_header_is_whole);
-    if whole {
-        // Whole but perhaps not readable by this build (a newer version, another number):
-        // `check_volume_header` says so; it is not removed.
+    if !volume::creation_cut_short(fs, &path)? {
         return Ok(());
     }
     fs.remove(&path)

@@ -154,8 +154,7 @@ pub fn verify_store_in(fs: &dyn Fs, dir: &Path) -> Result<VerifyReport> {
             status: VolumeStatus::Clean,
             damaged: Vec::new(),
         };
-        if header.is_none() && newest && bytes <= VOLUME_HEADER_LEN && !header_is_whole(fs, &path)?
-        {
+        if header.is_none() && newest && volume::creation_cut_short(fs, &path)? {
             // Open removes it: a volume's creation cut short holds no record.
             report.status = VolumeStatus::TornTail { offset: 0, bytes };
             volumes.push(report);
@@ -274,15 +273,4 @@ fn check_record(file: &VolumeFile, e: &HintEntry) -> Result<(), String> {
         ChunkError::Corrupt { reason, .. } => reason,
         other => other.to_string(),
     })
-}
-
-/// Whether the file at `path` begins with a whole volume header (magic and checksum).
-fn header_is_whole(fs: &dyn Fs, path: &Path) -> Result<bool> {
-    let bytes = fs
-        .read(path)
-        .map_err(|e| ChunkError::io("read volume", path, e))?;
-    Ok(bytes
-        .get(..VOLUME_HEADER_LEN as usize)
-        .and_then(|b| <&[u8; VOLUME_HEADER_LEN as usize]>::try_from(b).ok())
-        .is_some_and(format::volume_header_is_whole))
 }

@@ -309,6 +309,23 @@ pub fn check_volume_header(fs: &dyn Fs, path: &Path, number: u32) -> Result<Volu
     }
 }
 
+/// Whether the volume at `path` is one whose creation was cut short: no longer than a
+/// header, and that header not whole (magic or checksum wrong). No record is written to a
+/// volume before its header and name are synced, so it holds nothing. (A whole header this
+/// build cannot read, such as a newer version, is not one.)
+pub fn creation_cut_short(fs: &dyn Fs, path: &Path) -> Result<bool> {
+    if file_len(fs, path)? > VOLUME_HEADER_LEN {
+        return Ok(false);
+    }
+    let bytes = fs
+        .read(path)
+        .map_err(|e| ChunkError::io("read volume", path, e))?;
+    Ok(
+        !<&[u8; VOLUME_HEADER_LEN as usize]>::try_from(bytes.as_slice())
+            .is_ok_and(format::volume_header_is_whole),
+    )
+}
+
 /// Read a hint file and accept it only if it describes `volume` at exactly `volume_len` bytes.
 pub fn read_hint(
     fs: &dyn Fs,

@@ -471,14 +471,8 @@ fn sync_file(shared: &Shared, file: &Arc<dyn FsFile>, volume: u32) -> Result<()>
 /// Seal the active volume of `lane` (everything in it is already synced and published): write
 /// its hint, mark it sealed, then start the lane's next volume.
 fn seal_and_roll(shared: &Shared, lanes: &mut Lanes, lane: usize) -> Result<()> {
-    let active = &mut lanes.active[lane];
-    let hint_bytes = volume::write_hint(
-        &*shared.fs,
-        &shared.dir,
-        active.number,
-        active.len,
-        &active.entries,
-    )?;
+    let active = &lanes.active[lane];
+    let hint_bytes = write_active_hint(shared, active)?;
     {
         let mut cat = shared.catalog.write();
         let stats = cat
@@ -508,6 +502,17 @@ fn seal_and_roll(shared: &Shared, lanes: &mut Lanes, lane: usize) -> Result<()> 
     Ok(())
 }
 
+/// Write the hint of a volume being appended to, for what it holds now; its size in bytes.
+fn write_active_hint(shared: &Shared, active: &Active) -> Result<u64> {
+    volume::write_hint(
+        &*shared.fs,
+        &shared.dir,
+        active.number,
+        active.len,
+        &active.entries,
+    )
+}
+
 /// Create the volume `header` names (synced, its name too), to be appended to.
 pub(crate) fn start_volume(
     fs: &dyn Fs,
@@ -532,13 +537,7 @@ fn close_active(shared: &Shared, lanes: &Lanes) -> Result<()> {
             .file
             .sync_data()
             .map_err(|e| ChunkError::io("sync volume", &path, e))?;
-        let hint_bytes = volume::write_hint(
-            &*shared.fs,
-            &shared.dir,
-            active.number,
-            active.len,
-            &active.entries,
-        )?;
+        let hint_bytes = write_active_hint(shared, active)?;
         if let Some(s) = shared.catalog.write().volumes.get_mut(&active.number) {
             s.hint_bytes = hint_bytes;
         }

@@ -40,6 +40,19 @@ fn check_all(store: &ChunkStore, ids: &[ChunkId]) {
     assert_eq!(store.used_bytes(), common::disk_bytes(store.dir()));
 }
 
+/// Remove the hint of the volume at `path` (as a process that dies leaves its active
+/// volumes) and change its length to `to(length)`.
+fn drop_hint_and_resize(path: &Path, to: impl Fn(u64) -> u64) {
+    std::fs::remove_file(path.with_extension("hint")).unwrap();
+    let len = std::fs::metadata(path).unwrap().len();
+    OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(to(len))
+        .unwrap();
+}
+
 /// Unsealed volumes of the store, by number.
 fn unsealed(store: &ChunkStore) -> Vec<u32> {
     store
@@ -182,14 +195,7 @@ fn a_torn_lane_is_cut_even_when_the_lane_count_changes() {
     let active = unsealed(&store);
     store.close().unwrap();
     let path = spindle_chunk::format::volume_path(dir.path(), active[1]);
-    std::fs::remove_file(path.with_extension("hint")).unwrap();
-    let len = std::fs::metadata(&path).unwrap().len();
-    OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(len + 4096)
-        .unwrap();
+    drop_hint_and_resize(&path, |len| len + 4096);
     let store = ChunkStore::open(dir.path(), lanes(2)).unwrap();
     assert_eq!(store.open_report().torn_tails.len(), 1);
     assert_eq!(store.open_report().torn_tails[0].0, path);
@@ -298,14 +304,7 @@ fn damage_in_an_older_generation_is_corruption_not_a_torn_tail() {
     put_some(&store, 20..24);
     store.close().unwrap();
     let path = spindle_chunk::format::volume_path(dir.path(), old[0]);
-    std::fs::remove_file(path.with_extension("hint")).unwrap();
-    let len = std::fs::metadata(&path).unwrap().len();
-    OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(len - 100)
-        .unwrap();
+    drop_hint_and_resize(&path, |len| len - 100);
     assert!(!verify_store(dir.path()).unwrap().is_ok());
     match ChunkStore::open(dir.path(), lanes(3)) {
         Err(spindle_chunk::ChunkError::Corrupt { volume, .. }) => assert_eq!(volume, path),
