@@ -37,29 +37,8 @@ pub(crate) struct Stored {
 }
 
 /// Up to `count` messages from the first sequence at or after `from`, in order (empty if the
-/// answering replica has none). A direct get that no server answers yet (status 503, no
-/// responders: right after the stream is created or moves, a replica's direct-get
-/// subscription may not be up) is asked again, for up to about 10 s.
+/// answering replica has none).
 pub(crate) async fn fetch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Stored>, String> {
-    let mut tries = 0;
-    loop {
-        match fetch_once(shared, from, count).await? {
-            Some(got) => return Ok(got),
-            None if tries < STALE_RETRIES_MAX => {
-                tries += 1;
-                tokio::time::sleep(STALE_RETRY_PAUSE * 10).await;
-            }
-            None => return Err(format!("direct get from {from}: no responders")),
-        }
-    }
-}
-
-/// One direct get; `None` if no server answered it (status 503).
-async fn fetch_once(
-    shared: &Shared,
-    from: u64,
-    count: usize,
-) -> Result<Option<Vec<Stored>>, String> {
     let subject = format!("$JS.API.DIRECT.GET.{}", shared.config.stream);
     let inbox = shared.client.new_inbox();
     let mut sub = shared
@@ -82,8 +61,7 @@ async fn fetch_once(
         };
         if let Some(status) = msg.status {
             match status.as_u16() {
-                204 | 404 => return Ok(Some(out)),
-                503 if out.is_empty() => return Ok(None),
+                204 | 404 => return Ok(out),
                 code => {
                     return Err(format!(
                         "direct get from {from}: status {code} {}",
@@ -102,7 +80,7 @@ async fn fetch_once(
             payload: msg.payload,
         });
         if out.len() >= count {
-            return Ok(Some(out));
+            return Ok(out);
         }
     }
 }
