@@ -251,3 +251,52 @@ fn announced_batches_move_a_readers_durable_index() {
         "the reader's durable index lagged the appends by {median:?} (median of {waits:?})"
     );
 }
+
+/// A read that finds no server answering direct gets (status 503, no responders: as right
+/// after the stream is created, before a replica's direct-get subscription is up) asks
+/// again until one answers, instead of failing. Direct gets are turned off on the stream to
+/// make the 503 happen, and on again while the read waits.
+#[test]
+fn a_read_waits_while_no_server_answers_direct_gets() {
+    use async_nats::jetstream::stream::Config;
+    let cluster = nats_cluster::Cluster::start(1);
+    let mut config = cluster.config("UNANSWERED");
+    config.feed_cache_bytes_max = 0;
+    let log = JetStreamLog::open(config.clone()).unwrap();
+    let mut last = Index::ZERO;
+    for i in 0..5 {
+        last = log.append_blocking(&txn(2, i)).unwrap();
+    }
+    let reader = Arc::new(JetStreamLog::open_reader(config.clone()).unwrap());
+    futures::executor::block_on(reader.wait_for(last)).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let set_direct = |on: bool| {
+        rt.block_on(async {
+            let client = async_nats::connect(config.servers[0].as_str())
+                .await
+                .unwrap();
+            let js = async_nats::jetstream::new(client);
+            let stream = js.get_stream(&config.stream).await.unwrap();
+            js.update_stream(Config {
+                allow_direct: on,
+                ..stream.cached_info().config.clone()
+            })
+            .await
+            .unwrap();
+        })
+    };
+    set_direct(false);
+    let read = {
+        let reader = reader.clone();
+        std::thread::spawn(move || futures::executor::block_on(reader.read(Index::FIRST, 1000)))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        !read.is_finished(),
+        "the read ended while no server answered"
+    );
+    set_direct(true);
+    let records = read.join().unwrap().expect("the read failed");
+    assert_eq!(records.len() as u64, last.get());
+    assert_eq!(records.last().map(|r| r.index), Some(last));
+}

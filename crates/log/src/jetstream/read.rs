@@ -28,6 +28,38 @@ const STALE_RETRY_PAUSE: Duration = Duration::from_millis(5);
 const DURABLE_POLL: Duration = Duration::from_millis(500);
 /// How long one direct get waits for its whole answer.
 const DIRECT_GET_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often `read` asks again when no server answers a direct get at all (status 503, no
+/// responders: right after the stream is created, a replica's direct-get subscription may
+/// not be up yet), and how long it waits between: about 10 s in all, then the read fails.
+const UNANSWERED_RETRIES_MAX: u32 = 200;
+const UNANSWERED_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// Why a direct get returned nothing.
+#[derive(Debug)]
+pub(crate) enum FetchError {
+    /// No server answered the request (status 503, no responders).
+    NoResponders {
+        from: u64,
+    },
+    Failed(String),
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FetchError::NoResponders { from } => {
+                write!(f, "direct get from {from}: status 503, no server answered")
+            }
+            FetchError::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
+impl From<String> for FetchError {
+    fn from(e: String) -> Self {
+        FetchError::Failed(e)
+    }
+}
 
 /// One stored message.
 #[derive(Debug)]
@@ -37,8 +69,12 @@ pub(crate) struct Stored {
 }
 
 /// Up to `count` messages from the first sequence at or after `from`, in order (empty if the
-/// answering replica has none).
-pub(crate) async fn fetch(shared: &Shared, from: u64, count: usize) -> Result<Vec<Stored>, String> {
+/// answering replica has none). Asked once: the caller decides whether to ask again.
+pub(crate) async fn fetch(
+    shared: &Shared,
+    from: u64,
+    count: usize,
+) -> Result<Vec<Stored>, FetchError> {
     let subject = format!("$JS.API.DIRECT.GET.{}", shared.config.stream);
     let inbox = shared.client.new_inbox();
     let mut sub = shared
@@ -56,17 +92,19 @@ pub(crate) async fn fetch(shared: &Shared, from: u64, count: usize) -> Result<Ve
     loop {
         let msg = match tokio::time::timeout(DIRECT_GET_TIMEOUT, sub.next()).await {
             Ok(Some(m)) => m,
-            Ok(None) => return Err("direct get subscription closed".into()),
-            Err(_) => return Err(format!("direct get from {from} timed out")),
+            Ok(None) => return Err("direct get subscription closed".to_string().into()),
+            Err(_) => return Err(format!("direct get from {from} timed out").into()),
         };
         if let Some(status) = msg.status {
             match status.as_u16() {
                 204 | 404 => return Ok(out),
+                503 if out.is_empty() => return Err(FetchError::NoResponders { from }),
                 code => {
                     return Err(format!(
                         "direct get from {from}: status {code} {}",
                         msg.description.unwrap_or_default()
-                    ))
+                    )
+                    .into())
                 }
             }
         }
@@ -74,7 +112,7 @@ pub(crate) async fn fetch(shared: &Shared, from: u64, count: usize) -> Result<Ve
         let seq = headers
             .get("Nats-Sequence")
             .and_then(|v| v.as_str().parse::<u64>().ok())
-            .ok_or("direct get answer without Nats-Sequence")?;
+            .ok_or_else(|| "direct get answer without Nats-Sequence".to_string())?;
         out.push(Stored {
             seq,
             payload: msg.payload,
@@ -104,7 +142,7 @@ pub(crate) async fn fetch_range(
                 tokio::time::sleep(STALE_RETRY_PAUSE * 10).await;
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.to_string()),
         };
         if got.is_empty() {
             tries += 1;
@@ -153,6 +191,7 @@ pub(crate) async fn read(
     let mut out: Vec<Record> = Vec::new();
     let mut next = from;
     let mut stale = 0;
+    let mut unanswered = 0;
     while next <= end {
         let want = ((end - next + 1) as usize)
             .min(shared.config.read_batch_records_max)
@@ -162,7 +201,15 @@ pub(crate) async fn read(
                     .max(1)
                     .saturating_add(16),
             );
-        let (got, from_feed) = next_records(shared, next, want).await?;
+        let (got, from_feed) = match next_records(shared, next, want).await {
+            Ok(got) => got,
+            Err(FetchError::NoResponders { .. }) if unanswered < UNANSWERED_RETRIES_MAX => {
+                unanswered += 1;
+                tokio::time::sleep(UNANSWERED_RETRY_PAUSE).await;
+                continue;
+            }
+            Err(e) => return Err(shared.read_err(e.to_string())),
+        };
         let counter = if from_feed {
             &shared.read_from_feed
         } else {
@@ -231,7 +278,7 @@ async fn next_records(
     shared: &Shared,
     next: u64,
     want: usize,
-) -> Result<(Vec<Stored>, bool), ReadError> {
+) -> Result<(Vec<Stored>, bool), FetchError> {
     let (cached, cached_from) = if next >= shared.first_index().get() {
         let feed = shared.feed.lock();
         (feed.take(next, want), feed.next_cached(next))
@@ -250,9 +297,7 @@ async fn next_records(
         Some(at) if at > next => want.min((at - next) as usize),
         _ => want,
     };
-    let got = fetch(shared, next, want)
-        .await
-        .map_err(|e| shared.read_err(e))?;
+    let got = fetch(shared, next, want).await?;
     Ok((got, false))
 }
 
