@@ -45,7 +45,7 @@ use std::time::Instant;
 use anyhow::{bail, ensure, Context};
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use spindle_chunk::{ChunkId, ChunkStore, Options};
+use spindle_chunk::{format, ChunkId, ChunkStore, Options};
 
 use crate::report::{
     per_round, print_rounds_json, print_spreads, print_summaries, round_order, spread_of, Summary,
@@ -729,10 +729,14 @@ impl System for Sqlite {
     }
 }
 
-/// Bytes between chunk starts in the device file: the chunk size rounded up to 4 KiB, so
-/// every `O_DIRECT` read is aligned.
+/// Bytes between chunk starts in the device file: a record as Spindle lays it out (its
+/// header, then the chunk's bytes, the next record right behind). Measured on the virtual disk
+/// here, the layout matters: a writer appending 1 MiB at 1 MiB-aligned offsets fell to about
+/// 450 MiB/s after the first 1.2–1.4 GB of a 2 GB file, while the same writes each shifted by
+/// 64 bytes ran at about 2,400 MiB/s throughout (docs/benchmarks/chunks.md, "The device
+/// probe's layout").
 fn device_stride(size: usize) -> usize {
-    size.div_ceil(4096) * 4096
+    format::RECORD_HEADER_LEN as usize + size
 }
 
 struct Device {
@@ -856,6 +860,7 @@ fn device_put(
             })
             .collect();
         let mut buf = Vec::with_capacity(stride);
+        let mut chunk = Vec::with_capacity(size);
         let mut written = Ok(());
         let mut i = 0;
         let mut file_no = 0;
@@ -897,8 +902,11 @@ fn device_put(
             };
             let mut times = Vec::with_capacity(batch_end - i);
             for j in i..batch_end {
-                data.fill(j, &mut buf);
-                buf.resize(stride, 0);
+                // A zero header where Spindle's record header would be, then the chunk.
+                data.fill(j, &mut chunk);
+                buf.clear();
+                buf.resize(format::RECORD_HEADER_LEN as usize, 0);
+                buf.extend_from_slice(&chunk);
                 if let Err(e) = file.write_all_at(&buf, device_loc(j, stride).1) {
                     written = Err(e);
                     break;
@@ -929,11 +937,14 @@ fn device_put(
 /// `volume_bytes_max`, as its volumes are.
 fn device_loc(i: usize, stride: usize) -> (usize, u64) {
     let per_file = device_chunks_per_file(stride);
-    (i / per_file, ((i % per_file) * stride) as u64)
+    (
+        i / per_file,
+        format::VOLUME_HEADER_LEN + ((i % per_file) * stride) as u64,
+    )
 }
 
 fn device_chunks_per_file(stride: usize) -> usize {
-    (Options::default().volume_bytes_max as usize / stride).max(1)
+    ((Options::default().volume_bytes_max - format::VOLUME_HEADER_LEN) as usize / stride).max(1)
 }
 
 fn device_file(path: &Path, no: usize) -> PathBuf {
@@ -963,13 +974,19 @@ fn device_get(path: &Path, threads: usize, order: &[usize], size: usize) -> anyh
         })
         .collect::<anyhow::Result<Vec<File>>>()?;
     let (secs, h) = parallel(threads, order, |_, i| {
-        let mut raw = vec![0u8; stride + 4096];
-        let off = raw.as_ptr().align_offset(4096);
-        let aligned = &mut raw[off..off + stride];
+        // The record's whole pages in one aligned transfer, as Spindle reads an uncached
+        // chunk; the last one may end short, where the file does.
         let (no, at) = device_loc(i, stride);
-        files[no].read_exact_at(aligned, at)?;
+        let from = at / 4096 * 4096;
+        let len = ((at + stride as u64).div_ceil(4096) * 4096 - from) as usize;
+        let mut raw = vec![0u8; len + 4096];
+        let off = raw.as_ptr().align_offset(4096);
+        let aligned = &mut raw[off..off + len];
+        // One transfer: it ends short only at the end of the file.
+        let got = files[no].read_at(aligned, from)?;
+        let data = (at - from) as usize + format::RECORD_HEADER_LEN as usize;
         ensure!(
-            aligned[..8] == (i as u64).to_le_bytes(),
+            got >= data + size && aligned[data..data + 8] == (i as u64).to_le_bytes(),
             "device read chunk {i} wrong"
         );
         Ok(())
