@@ -18,17 +18,18 @@
 //!   writers, and as many syncers as Spindle has, each syncing everything written so far —
 //!   and random `O_DIRECT` reads of those files.
 //!
-//! Before each system's puts the bench syncs every file system and waits `--settle-ms`
-//! (default 5 s): on a virtual disk the host goes on writing back what the guest synced, and
-//! without the pause whichever system puts second in a round pays for the first one's bytes.
-//!
-//! A round is phase by phase (`put`, `get-cold`, `get-again`, `get-warm`, `keys`, `open`),
-//! each phase for every system in turn, so that the systems meet the machine's noise at about the same time;
+//! A round runs system by system: each one puts, reads back (`get-cold`, `get-again`,
+//! `get-warm`), lists (`keys`) and reopens (`open`) its store, which is then deleted, and the
+//! deletion synced, before the next one starts; before the first round the bench writes,
+//! syncs and deletes one store's worth of bytes. So every system puts right after the
+//! deletion of a store of the same size, with no other system's store on the disk: on the
+//! virtual disk measured here, a put made while another system's store was still there ran at
+//! a third to a quarter of the rate of one made right after a deletion. Before each system
+//! the bench also syncs every file system and waits `--settle-ms` (default 5 s).
 //! `--rounds` repeats it with fresh stores and the systems' order rotated each round, and the
 //! targets are judged on the median of the per-round ratios. `device` syncs at the group
 //! size Spindle reached in the same round, or, when it puts before Spindle, in the round
-//! before (`--device-group` in the first round). All systems' files of one round exist at
-//! once (about 4 × chunks × size bytes on disk); they are removed after each round.
+//! before (`--device-group` in the first round).
 //!
 //! Every system but `device` checks BLAKE3 of what it reads (unless `--verify false`), so no
 //! system wins by skipping the work a content-addressed store must do. Files go under `--dir`
@@ -82,9 +83,9 @@ pub struct Args {
     /// Spindle's chunks per volume sync in the latest round it ran).
     #[arg(long, default_value_t = 5)]
     pub device_group: usize,
-    /// Milliseconds to wait, after syncing every file system, before each system's puts:
-    /// on a virtual disk the host goes on writing back what the previous system synced, and
-    /// without a pause the system that puts second in a round is slowed by the first.
+    /// Milliseconds to wait, after syncing every file system, before each system's puts
+    /// (after the previous system's store was deleted): on a virtual disk the host may go on
+    /// writing back what the previous system synced.
     #[arg(long, default_value_t = 5_000)]
     pub settle_ms: u64,
     /// Rounds: every system runs every phase once per round, in an order rotated each round;
@@ -146,6 +147,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut group = args.device_group;
     let mut groups = Vec::new();
     let mut rounds = Vec::new();
+    prime(args, &data)?;
     for round in 0..args.rounds {
         let (rows, g) = one_round(args, &data, &order, &round_order(&names, round), group)?;
         group = g;
@@ -204,15 +206,17 @@ fn one_round(
             _ => unreachable!("checked above"),
         });
     }
-    // Phase by phase, every system in turn, so that the systems meet the machine's noise
-    // (other jobs, the disk's own moods) at about the same time.
+    // System by system: each one puts, reads back, lists and reopens its store, which is then
+    // deleted (and the deletion synced) before the next one puts, so that every put follows
+    // the deletion of a store of the same size. On the virtual disk measured here, a put made
+    // while another system's store was still on disk ran at a third to a quarter of the rate
+    // of one made right after a deletion (docs/benchmarks/chunks.md, "The device probe's
+    // layout"). The rounds rotate the order, so drift falls on every system alike.
     let mut rows = Vec::new();
-    for phase in PHASES {
-        for system in &mut systems {
-            if phase == "put" {
-                settle(args.settle_ms);
-            }
-            eprintln!("{} {phase}", system.name());
+    for (mut system, name) in systems.into_iter().zip(names) {
+        settle(args.settle_ms);
+        for phase in PHASES {
+            eprintln!("{name} {phase}");
             if let Some(row) = system.run(phase, args, data, order, group)? {
                 rows.push(row);
             }
@@ -220,9 +224,34 @@ fn one_round(
                 group = g;
             }
         }
+        drop(system);
+        let dir = tmp.path().join(name);
+        fs::remove_dir_all(&dir).with_context(|| format!("remove {}", dir.display()))?;
+        rustix::fs::sync();
     }
-    drop(systems);
     Ok((rows, group))
+}
+
+/// Write one store's worth of bytes (`chunks` × `size`, in chunk-sized writes), sync them and
+/// delete them: the first system of the run then puts after a deletion of the same size, as
+/// every later one does.
+fn prime(args: &Args, data: &ChunkData) -> anyhow::Result<()> {
+    let path = args.dir.join(".spindle-bench-chunks-prime");
+    let written = (|| -> anyhow::Result<()> {
+        let mut file = File::create(&path)?;
+        let mut buf = Vec::with_capacity(args.size);
+        for i in 0..args.chunks {
+            data.fill(i, &mut buf);
+            file.write_all(&buf)?;
+        }
+        file.sync_data()?;
+        Ok(())
+    })();
+    let removed = fs::remove_file(&path);
+    written.with_context(|| format!("write {}", path.display()))?;
+    removed.with_context(|| format!("remove {}", path.display()))?;
+    rustix::fs::sync();
+    Ok(())
 }
 
 fn find<'a>(rows: &'a [Row], system: &str, phase: &str) -> Option<&'a Row> {
