@@ -1,7 +1,7 @@
 //! The single background writer and its syncer. The writer drains every queued operation,
 //! decides each against the index (plus what it wrote but is not yet durable) and appends the
-//! records to the active volume of the chunk's lane (`format::lane_of`); it then hands the
-//! batch to the syncer and goes on with the next one. A syncer takes every batch written so
+//! records to the active volume of the chunk's lane (`format::lane_of`), handing each one to
+//! the syncers as soon as it is written. A syncer takes every record written so
 //! far, syncs each volume they wrote to once, all of them at the same time (group commit),
 //! publishes them to the catalog and wakes the waiters; up to `syncs_in_flight_max` syncers
 //! run at once, publishing in order. Several active volumes exist because concurrent
@@ -150,6 +150,12 @@ pub(crate) fn run(shared: Arc<Shared>, mut lanes: Lanes) {
     });
 }
 
+/// Bytes of records after which the writer hands what it wrote to the syncers without
+/// waiting for the end of the queue it drains. Measured with 1 MiB chunks from 16 writers:
+/// handing each chunk over as written put 1,607 and 1,611 MB/s against 1,291 and 1,334 for
+/// one hand-off per drain (docs/benchmarks/chunks.md).
+const HANDOFF_BYTES: u64 = 256 << 10;
+
 fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
     let lane_count = u16::try_from(lanes.active.len()).expect("at most 64 lanes");
     let mut batch_number = 0u64;
@@ -166,6 +172,7 @@ fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
         };
         batch_number += 1;
         let mut cur = Written::new(batch_number);
+        let mut unhanded_bytes = 0u64;
         for op in batch {
             let live = match pipe.inflight.lock().get(&op.id) {
                 Some(&(loc, _)) => loc,
@@ -198,6 +205,7 @@ fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
                     OpKind::Delete | OpKind::KeepTombstone => &[],
                 };
                 let entry = append(shared, active, header, data)?;
+                unhanded_bytes += header.record_len();
                 let loc = (header.kind == RecordKind::Put).then_some(Loc {
                     volume: active.number,
                     offset: entry.offset,
@@ -214,6 +222,15 @@ fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
                 cur.deleted.push((op.seq, live.is_some()));
             }
             cur.ops.push(op);
+            // Once it holds `HANDOFF_BYTES` of records, what is written goes to the syncers
+            // at once: a sync can start while the rest of the queue is still being written.
+            // Small records still go in one batch per drain, so they share syncs.
+            if unhanded_bytes >= HANDOFF_BYTES {
+                unhanded_bytes = 0;
+                batch_number += 1;
+                let next = Written::new(batch_number);
+                hand_off(pipe, std::mem::replace(&mut cur, next))?;
+            }
         }
         hand_off(pipe, cur)?;
     }
