@@ -151,13 +151,17 @@ pub(crate) fn run(shared: Arc<Shared>, mut lanes: Lanes) {
 }
 
 /// Bytes of records after which the writer hands what it wrote to the syncers without
-/// waiting for the end of the queue it drains. Measured with 1 MiB chunks from 16 writers:
-/// handing each chunk over as written put 1,607 and 1,611 MB/s against 1,291 and 1,334 for
-/// one hand-off per drain (docs/benchmarks/chunks.md).
+/// waiting for the end of the queue it drains (or a quarter of the write buffer, if less).
+/// Measured with 1 MiB chunks from 16 writers: handing each chunk over as written put 1,607
+/// and 1,611 MB/s against 1,291 and 1,334 for one hand-off per drain
+/// (docs/benchmarks/chunks.md).
 const HANDOFF_BYTES: u64 = 256 << 10;
 
 fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
     let lane_count = u16::try_from(lanes.active.len()).expect("at most 64 lanes");
+    let handoff_bytes = HANDOFF_BYTES
+        .min(shared.opts.write_buffer_bytes_max / 4)
+        .max(1);
     let mut batch_number = 0u64;
     loop {
         let batch = {
@@ -225,7 +229,7 @@ fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
             // Once it holds `HANDOFF_BYTES` of records, what is written goes to the syncers
             // at once: a sync can start while the rest of the queue is still being written.
             // Small records still go in one batch per drain, so they share syncs.
-            if unhanded_bytes >= HANDOFF_BYTES {
+            if unhanded_bytes >= handoff_bytes {
                 unhanded_bytes = 0;
                 batch_number += 1;
                 let next = Written::new(batch_number);
