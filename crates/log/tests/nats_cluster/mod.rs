@@ -46,12 +46,16 @@ pub fn nats_server_bin() -> PathBuf {
     p
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `n` distinct free ports: every listener is held until all are chosen, so no port is
+/// handed out twice (two servers given one port would leave the cluster never ready).
+fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 /// `GET http://127.0.0.1:<port><path>`: the body, or None if the server is not up.
@@ -106,8 +110,9 @@ impl Cluster {
             .prefix("spindle-nats-")
             .tempdir_in(scratch())
             .unwrap();
-        let ports: Vec<(u16, u16, u16)> = (0..n)
-            .map(|_| (free_port(), free_port(), free_port()))
+        let ports: Vec<(u16, u16, u16)> = free_ports(3 * n)
+            .chunks(3)
+            .map(|p| (p[0], p[1], p[2]))
             .collect();
         let routes: Vec<String> = ports
             .iter()
