@@ -164,8 +164,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One round with fresh stores, the systems in `names`' order in every phase. Returns the
-/// rows and the group size `device` synced at (Spindle's chunks per volume sync, once known).
+/// One round with fresh stores, system by system in `names`' order, each store deleted
+/// before the next system starts. Returns the rows and the group size `device` synced at (Spindle's chunks per volume sync, once known).
 fn one_round(
     args: &Args,
     data: &ChunkData,
