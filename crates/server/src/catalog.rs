@@ -305,9 +305,15 @@ impl CatalogSlot {
 
     /// Leave the catalog at once (the entry is deleted, not left to expire).
     pub fn leave(&self) {
+        // Taken out of the slot first: `close` waits for the renewal task, and a renewal
+        // builds its entry through `others`, which locks the slot (holding the lock across
+        // `close` hung a disk-view server's shutdown).
         #[cfg(feature = "jetstream")]
-        if let Some((_, r)) = self.registration.lock().take() {
-            r.close();
+        {
+            let taken = self.registration.lock().take();
+            if let Some((_, r)) = taken {
+                r.close();
+            }
         }
     }
 
