@@ -2,18 +2,19 @@
 //! decides each against the index (plus what it wrote but is not yet durable) and appends the
 //! records to the active volume of the chunk's lane (`format::lane_of`), handing what it
 //! wrote to the syncers every `HANDOFF_BYTES` and at the end of each drain. A syncer takes
-//! every record written so far, syncs each volume they wrote to once, all of them at the same time (group commit),
-//! publishes them to the catalog and wakes the waiters; up to `syncs_in_flight_max` syncers
-//! run at once, publishing in order. Several active volumes exist because concurrent
-//! `fdatasync`s of one file wait for each other, while those of different files proceed
-//! together (docs/benchmarks/chunks.md). So the page-cache copy of one
-//! batch overlaps the sync of the previous ones, and there are no timers: a lone put waits
-//! for exactly one sync.
+//! every record written so far and syncs each volume they wrote to once, all of them at the
+//! same time (group commit), through handles of its own; up to `syncs_in_flight_max` syncers
+//! run at once. What they synced is published to the catalog, and its waiters woken, in the
+//! order it was taken, by whichever syncer finds it publishable (see `run_syncer`). Several
+//! active volumes exist because concurrent `fdatasync`s of one file wait for each other, while
+//! those of different files proceed together (docs/benchmarks/chunks.md). So the page-cache
+//! copy of one batch overlaps the sync of the previous ones, and there are no timers: a lone
+//! put waits for exactly one sync.
 //!
 //! A failed write or sync is sticky: both threads stop, every waiting and later operation gets
 //! `WriterFailed`, and the store must be reopened (recovery then cuts any torn tail).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -89,27 +90,39 @@ pub(crate) struct Lanes {
 struct Written {
     number: u64,
     /// The volumes its records went to.
-    files: Vec<(u32, Arc<dyn FsFile>)>,
+    volumes: Vec<u32>,
     ops: Vec<Op>,
     entries: Vec<(u32, HintEntry)>,
     deleted: Vec<(u64, bool)>,
     sealed: bool,
 }
 
-/// The hand-off between writer and syncer.
+/// The hand-off between writer and syncers.
 #[derive(Debug, Default)]
 struct PipeState {
     written: Vec<Written>,
-    /// Syncers between taking batches and publishing them.
-    syncing: usize,
     /// Handed to each syncer with the batches it takes, in batch order.
     next_ticket: u64,
     /// The last ticket whose batches are published; publication follows ticket order.
     published_ticket: u64,
-    /// Tickets whose sync has not returned yet.
-    sync_running: BTreeSet<u64>,
+    /// Tickets taken by a syncer and not yet both synced and published.
+    taken: BTreeMap<u64, Taken>,
+    /// A syncer is publishing (one at a time, so publication follows ticket order); what it
+    /// publishes may have left `taken` already.
+    publishing: bool,
     stop: bool,
     failed: bool,
+}
+
+/// What one syncer took.
+#[derive(Debug)]
+struct Taken {
+    /// The volumes its batches wrote to.
+    volumes: Vec<u32>,
+    /// `None` once published.
+    batches: Option<Vec<Written>>,
+    /// Its sync returned success.
+    synced: bool,
 }
 
 #[derive(Debug, Default)]
@@ -216,8 +229,8 @@ fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
                     len: entry.len,
                 });
                 pipe.inflight.lock().insert(op.id, (loc, cur.number));
-                if !cur.files.iter().any(|(n, _)| *n == active.number) {
-                    cur.files.push((active.number, Arc::clone(&active.file)));
+                if !cur.volumes.contains(&active.number) {
+                    cur.volumes.push(active.number);
                 }
                 cur.entries.push((active.number, entry));
             }
@@ -243,7 +256,7 @@ impl Written {
     fn new(number: u64) -> Self {
         Self {
             number,
-            files: Vec::new(),
+            volumes: Vec::new(),
             ops: Vec::new(),
             entries: Vec::new(),
             deleted: Vec::new(),
@@ -270,7 +283,7 @@ fn hand_off(pipe: &Pipe, written: Written) -> Result<()> {
 /// Wait until everything written is synced and published.
 fn wait_drained(pipe: &Pipe) -> Result<()> {
     let mut st = pipe.state.lock();
-    while (!st.written.is_empty() || st.syncing > 0) && !st.failed {
+    while (!st.written.is_empty() || !st.taken.is_empty() || st.publishing) && !st.failed {
         pipe.cv.wait(&mut st);
     }
     if st.failed {
@@ -282,14 +295,24 @@ fn wait_drained(pipe: &Pipe) -> Result<()> {
     Ok(())
 }
 
-/// A syncer takes every batch written so far and syncs. Several syncers may sync at once
-/// (`syncs_in_flight_max`), which keeps the disk's queue deeper; a sync that returns makes
-/// durable everything written before it began (unless a sync that overlapped it failed,
-/// which then fails the store), but batches are published strictly in the order they were
-/// taken, so acknowledgements and the catalog follow the log order.
+/// A syncer takes every batch written so far and syncs the volumes they wrote to. Several
+/// syncers may sync at once (`syncs_in_flight_max`), which keeps the disk's queue deeper;
+/// batches are published strictly in the order they were taken, so acknowledgements and the
+/// catalog follow the log order. A syncer does not wait for that order: whichever finds the
+/// next tickets publishable publishes them, and the others go back to syncing what was
+/// written meanwhile.
+///
+/// Each syncer syncs through handles of its own. Linux reports a failed write-back once to
+/// each open file (`errseq`): through a handle shared by several syncers, a sync that ran
+/// beside another could return success while the other was handed the error for its pages.
+/// Through its own handle, a sync that returns success has found every page written before it
+/// began on the disk. So a ticket is published once its own sync returned success, or once a
+/// later ticket's did that synced every volume it wrote to (its records were written before
+/// that sync began).
 fn run_syncer(shared: &Shared, pipe: &Pipe) {
+    let mut handles: HashMap<u32, Arc<dyn FsFile>> = HashMap::new();
     loop {
-        let (ticket, batches) = {
+        let (ticket, volumes) = {
             let mut st = pipe.state.lock();
             while st.written.is_empty() && !st.stop && !st.failed {
                 pipe.cv.wait(&mut st);
@@ -297,63 +320,114 @@ fn run_syncer(shared: &Shared, pipe: &Pipe) {
             if st.written.is_empty() || st.failed {
                 return;
             }
-            st.syncing += 1;
             st.next_ticket += 1;
             let ticket = st.next_ticket;
-            st.sync_running.insert(ticket);
-            (ticket, std::mem::take(&mut st.written))
+            let batches = std::mem::take(&mut st.written);
+            let mut volumes: Vec<u32> = Vec::new();
+            for &v in batches.iter().flat_map(|b| &b.volumes) {
+                if !volumes.contains(&v) {
+                    volumes.push(v);
+                }
+            }
+            st.taken.insert(
+                ticket,
+                Taken {
+                    volumes: volumes.clone(),
+                    batches: Some(batches),
+                    synced: false,
+                },
+            );
+            (ticket, volumes)
         };
-        let synced = sync_batches(shared, &batches);
+        let synced = sync_volumes(shared, &mut handles, &volumes);
         let mut st = pipe.state.lock();
-        st.sync_running.remove(&ticket);
         if let Err(e) = synced {
             record_failure(shared, &e);
             st.failed = true;
-        }
-        pipe.cv.notify_all();
-        // Linux reports a write-back error to only one sync per open file: a sync that ran at
-        // the same time as this one may have been handed the error for this one's pages, and
-        // this one then returned success with the pages lost. So publish only once every sync
-        // that began before this one returned has returned too, and none failed.
-        let overlapped_up_to = st.next_ticket;
-        while !st.failed
-            && (st.published_ticket + 1 != ticket
-                || st.sync_running.range(..=overlapped_up_to).next().is_some())
-        {
-            pipe.cv.wait(&mut st);
-        }
-        if st.failed {
-            st.syncing -= 1;
             pipe.cv.notify_all();
             return;
         }
-        drop(st);
-        publish_batches(shared, pipe, batches);
-        let mut st = pipe.state.lock();
-        st.published_ticket = ticket;
-        st.syncing -= 1;
+        let own = st
+            .taken
+            .get_mut(&ticket)
+            .expect("a taken ticket stays until synced");
+        own.synced = true;
+        if own.batches.is_none() {
+            // Published already, on a later sync's word.
+            st.taken.remove(&ticket);
+        }
         pipe.cv.notify_all();
+        if st.publishing {
+            continue;
+        }
+        st.publishing = true;
+        while !st.failed {
+            let next = st.published_ticket + 1;
+            let Some(t) = st.taken.get(&next) else { break };
+            let durable = t.synced
+                || st.taken.range(next + 1..).any(|(_, later)| {
+                    later.synced && t.volumes.iter().all(|v| later.volumes.contains(v))
+                });
+            if !durable {
+                break;
+            }
+            let t = st.taken.get_mut(&next).expect("looked up above");
+            let batches = t.batches.take().expect("published once");
+            if t.synced {
+                st.taken.remove(&next);
+            }
+            drop(st);
+            publish_batches(shared, pipe, batches);
+            st = pipe.state.lock();
+            st.published_ticket = next;
+            pipe.cv.notify_all();
+        }
+        st.publishing = false;
+        pipe.cv.notify_all();
+        if st.failed {
+            return;
+        }
     }
 }
 
-/// Sync every volume the batches wrote to, each once, all at the same time: one file on
-/// this thread, each other one on a thread of its own (a sync takes milliseconds; starting
-/// a thread, microseconds). A thread the system refuses to start is made up for by a sync
-/// on this thread.
-fn sync_batches(shared: &Shared, batches: &[Written]) -> Result<()> {
-    let mut files: Vec<&(u32, Arc<dyn FsFile>)> = Vec::new();
-    for f in batches.iter().flat_map(|b| &b.files) {
-        if !files.iter().any(|g| g.0 == f.0) {
-            files.push(f);
-        }
-    }
-    let Some((first, rest)) = files.split_first() else {
+/// Sync `volumes` through this syncer's own handles (opened as needed), each once, all at
+/// the same time: one file on this thread, each other one on a thread of its own (a sync
+/// takes milliseconds; starting a thread, microseconds). A thread the system refuses to start
+/// is made up for by a sync on this thread.
+fn sync_volumes(
+    shared: &Shared,
+    handles: &mut HashMap<u32, Arc<dyn FsFile>>,
+    volumes: &[u32],
+) -> Result<()> {
+    if volumes.is_empty() {
         return Ok(());
-    };
+    }
+    // Handles of volumes no longer written to are closed once there are more than the
+    // active volumes need.
+    if handles.len() > 2 * volumes.len().max(shared.opts.active_volumes) {
+        handles.retain(|v, _| volumes.contains(v));
+    }
+    let mut files = Vec::with_capacity(volumes.len());
+    for &volume in volumes {
+        let file = match handles.get(&volume) {
+            Some(f) => Arc::clone(f),
+            None => {
+                let path = format::volume_path(&shared.dir, volume);
+                let f = shared
+                    .fs
+                    .open(&path)
+                    .map_err(|e| ChunkError::io("open volume to sync", &path, e))?;
+                handles.insert(volume, Arc::clone(&f));
+                f
+            }
+        };
+        files.push((volume, file));
+    }
     shared.group_commits.fetch_add(1, Ordering::Relaxed);
+    let (first, rest) = files.split_first().expect("not empty");
     std::thread::scope(|s| {
         let mut others = Vec::with_capacity(rest.len());
-        let mut here = vec![*first];
+        let mut here = vec![first];
         for f in rest {
             let (volume, file) = (f.0, &f.1);
             match std::thread::Builder::new()
@@ -361,7 +435,7 @@ fn sync_batches(shared: &Shared, batches: &[Written]) -> Result<()> {
                 .spawn_scoped(s, move || sync_file(shared, file, volume))
             {
                 Ok(t) => others.push(t),
-                Err(_) => here.push(*f),
+                Err(_) => here.push(f),
             }
         }
         let mut result = Ok(());

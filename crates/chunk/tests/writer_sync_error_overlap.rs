@@ -1,9 +1,10 @@
 //! A put is never acknowledged on the strength of a sync that overlapped a failed one.
 //! Linux reports a write-back error to only one `fdatasync` per open file (errseq): with two
-//! syncs of the active volume in flight, the disk failing to write the first batch's pages
-//! makes one sync return EIO and the other return success, although the pages it waited for
-//! never reached the disk. The store must then acknowledge neither batch, so nothing
-//! acknowledged can be missing after a power cut.
+//! syncs of the active volume in flight through one handle, the disk failing to write the
+//! first batch's pages makes one sync return EIO and the other return success, although the
+//! pages it waited for never reached the disk. Through two handles, each sync is told. The
+//! gate below does exactly that to two overlapping syncs; the store must acknowledge neither
+//! batch, so nothing acknowledged can be missing after a power cut.
 
 use std::io;
 use std::path::Path;
@@ -15,7 +16,9 @@ use spindle_fs::{DirLock, Fs, FsFile, SimFs};
 const DIR: &str = "/sim/chunks";
 
 /// Two syncs of a volume meet here once armed: the first waits for the second; the second
-/// gets the write-back error; the first then returns success without anything written back.
+/// gets the write-back error; the first then returns without anything written back: success
+/// if both went through one handle (the error was reported to the other sync), the error too
+/// if not.
 #[derive(Debug, Default)]
 struct Gate {
     state: Mutex<GateState>,
@@ -25,35 +28,41 @@ struct Gate {
 #[derive(Debug, Default)]
 struct GateState {
     armed: bool,
-    first_waiting: bool,
-    released: bool,
+    /// The handle of the first sync, while it waits.
+    first_waiting: Option<usize>,
+    /// Whether the second sync went through the first one's handle.
+    released: Option<bool>,
 }
 
 impl Gate {
-    fn sync(&self, inner: &dyn FsFile) -> io::Result<()> {
+    fn sync(&self, inner: &dyn FsFile, handle: usize) -> io::Result<()> {
         let mut g = self.state.lock().unwrap();
         if !g.armed {
             drop(g);
             return inner.sync_data();
         }
-        if !g.first_waiting {
-            g.first_waiting = true;
+        let eio = || Err(io::Error::other("simulated write-back failure (EIO)"));
+        let Some(first) = g.first_waiting else {
+            g.first_waiting = Some(handle);
             self.cv.notify_all();
-            while !g.released {
-                g = self.cv.wait(g).unwrap();
+            loop {
+                match g.released {
+                    // The error went to the other sync, through this handle: this one sees none.
+                    Some(true) => return Ok(()),
+                    Some(false) => return eio(),
+                    None => g = self.cv.wait(g).unwrap(),
+                }
             }
-            // The error went to the other sync; this one sees none.
-            return Ok(());
-        }
+        };
         g.armed = false;
-        g.released = true;
+        g.released = Some(first == handle);
         self.cv.notify_all();
-        Err(io::Error::other("simulated write-back failure (EIO)"))
+        eio()
     }
 
     fn wait_first(&self) {
         let mut g = self.state.lock().unwrap();
-        while !g.first_waiting {
+        while g.first_waiting.is_none() {
             g = self.cv.wait(g).unwrap();
         }
     }
@@ -79,10 +88,10 @@ impl FsFile for GatedFile {
         self.inner.write_all_at(buf, offset)
     }
     fn sync_data(&self) -> io::Result<()> {
-        self.gate.sync(&*self.inner)
+        self.gate.sync(&*self.inner, self as *const Self as usize)
     }
     fn sync_all(&self) -> io::Result<()> {
-        self.gate.sync(&*self.inner)
+        self.gate.sync(&*self.inner, self as *const Self as usize)
     }
     fn size(&self) -> io::Result<u64> {
         self.inner.size()

@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -45,6 +46,9 @@ struct Inode {
     current: Vec<u8>,
     durable: Vec<u8>,
     pending: Vec<FileOp>,
+    /// Write-backs of this file that failed, and whether a sync has reported the latest.
+    wb_errors: u64,
+    wb_error_seen: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -83,6 +87,10 @@ struct State {
     crash_only: bool,
     /// The next file sync fails: its write-back is lost, the pages stay cached and clean.
     fail_next_sync: bool,
+    /// Longest pause, in microseconds, a file sync takes before and after it reaches the
+    /// disk (chosen at random each time), so that syncs of several threads reach the disk
+    /// and return in orders other than the one they were called in.
+    sync_jitter_us: u64,
     cuts: u64,
     last_cut: CutReport,
 }
@@ -271,6 +279,7 @@ impl SimFs {
                 cut_at: None,
                 crash_only: false,
                 fail_next_sync: false,
+                sync_jitter_us: 0,
                 cuts: 0,
                 last_cut: CutReport::default(),
             })),
@@ -307,12 +316,21 @@ impl SimFs {
         s.crash_only = true;
     }
 
-    /// Make the next `sync_data`/`sync_all` of any file fail with `EIO` as a failed
-    /// write-back does on Linux: the file's unsynced writes never reach the disk, yet stay
-    /// readable from the page cache (the kernel marks the pages clean), so a later sync
-    /// succeeds without writing them and a reader sees them until `drop_cache` or a cut.
+    /// Make the write-back of the next `sync_data`/`sync_all` of any file fail with `EIO` as
+    /// a failed write-back does on Linux: the file's unsynced writes never reach the disk, yet
+    /// stay readable from the page cache (the kernel marks the pages clean), so a later sync
+    /// through the same handle succeeds without writing them and a reader sees them until
+    /// `drop_cache` or a cut. As on Linux, the failure is reported once to each handle of the
+    /// file open at the time (and to one opened later, until some sync reported it).
     pub fn fail_next_sync(&self) {
         self.state.lock().fail_next_sync = true;
+    }
+
+    /// Make every file sync pause for up to `max_us` microseconds (at random, from the seed)
+    /// before it reaches the disk and again before it returns, as syncs that take
+    /// milliseconds on a real disk overlap and finish out of order.
+    pub fn set_sync_jitter(&self, max_us: u64) {
+        self.state.lock().sync_jitter_us = max_us;
     }
 
     /// Whether an armed cut is still waiting to fire.
@@ -357,6 +375,9 @@ struct SimFile {
     state: Arc<Mutex<State>>,
     inode: u64,
     generation: u64,
+    /// The file's failed write-backs this handle has reported (Linux's per-open-file
+    /// `errseq` sample).
+    wb_errors_reported: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -376,6 +397,33 @@ impl Drop for SimLock {
 }
 
 impl DirLock for SimLock {}
+
+impl SimFile {
+    /// The sync itself, at one instant.
+    fn sync_now(&self) -> io::Result<()> {
+        let mut s = self.state.lock();
+        s.mutate(self.generation)?;
+        let failed = std::mem::take(&mut s.fail_next_sync);
+        let inode = s.inode(self.inode)?;
+        if failed {
+            inode.pending.clear();
+            inode.wb_errors += 1;
+        }
+        // As Linux reports a failed write-back: to the next sync through every handle opened
+        // before it failed (or opened after it, until some sync has reported it), once each.
+        if self.wb_errors_reported.load(Ordering::Relaxed) != inode.wb_errors {
+            self.wb_errors_reported
+                .store(inode.wb_errors, Ordering::Relaxed);
+            inode.wb_error_seen = true;
+            return Err(io::Error::other("simulated write-back failure (EIO)"));
+        }
+        // What is waiting to be written back reaches the disk; data whose write-back failed
+        // earlier is cached but clean, and is not written again.
+        inode.durable = inode.written_back();
+        inode.pending.clear();
+        Ok(())
+    }
+}
 
 impl FsFile for SimFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
@@ -401,21 +449,22 @@ impl FsFile for SimFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        let mut s = self.state.lock();
-        s.mutate(self.generation)?;
-        let failed = std::mem::take(&mut s.fail_next_sync);
-        let inode = s.inode(self.inode)?;
-        if failed {
-            inode.pending.clear();
-            return Err(io::Error::other("simulated write-back failure (EIO)"));
+        let (before, after) = {
+            let mut s = self.state.lock();
+            match s.sync_jitter_us {
+                0 => (0, 0),
+                jitter => (s.below(jitter + 1), s.below(jitter + 1)),
+            }
+        };
+        if before > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(before));
         }
-        // What is waiting to be written back reaches the disk; data whose write-back failed
-        // earlier is cached but clean, and is not written again.
-        inode.durable = inode.written_back();
-        inode.pending.clear();
-        Ok(())
+        let result = self.sync_now();
+        if after > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(after));
+        }
+        result
     }
-
     /// The cache keeps only what is durable or still waiting to be written back: data whose
     /// write-back failed is read from the disk again.
     fn drop_cache(&self) -> io::Result<()> {
@@ -509,10 +558,17 @@ impl Fs for SimFs {
         let generation = self.generation(&s);
         s.check(generation)?;
         let inode = *s.names.get(path).ok_or_else(|| not_found(path))?;
+        // Linux's `errseq_sample`: a failure no sync has reported yet is reported to this
+        // handle too.
+        let wb_errors_reported = match &s.inodes[&inode] {
+            i if i.wb_error_seen => i.wb_errors,
+            _ => 0,
+        };
         Ok(Arc::new(SimFile {
             state: self.state.clone(),
             inode,
             generation,
+            wb_errors_reported: AtomicU64::new(wb_errors_reported),
         }))
     }
 
@@ -535,10 +591,15 @@ impl Fs for SimFs {
                 id
             }
         };
+        let wb_errors_reported = match &s.inodes[&inode] {
+            i if i.wb_error_seen => i.wb_errors,
+            _ => 0,
+        };
         Ok(Arc::new(SimFile {
             state: self.state.clone(),
             inode,
             generation,
+            wb_errors_reported: AtomicU64::new(wb_errors_reported),
         }))
     }
 
@@ -616,6 +677,37 @@ mod tests {
         // `b`'s name was never synced: it survives only if the journal kept its creation.
         let listed = fs.list(dir).unwrap();
         assert!(listed.contains(&"a".to_owned()));
+    }
+
+    #[test]
+    fn a_failed_write_back_is_reported_once_to_each_handle() {
+        let fs = SimFs::new(3);
+        let path = Path::new("/d/f");
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let a = fs.create(path).unwrap();
+        fs.sync_dir(Path::new("/d")).unwrap();
+        let b = fs.open(path).unwrap();
+        a.write_all_at(b"lost", 0).unwrap();
+        fs.fail_next_sync();
+        assert!(a.sync_data().is_err(), "the sync whose write-back failed");
+        assert!(b.sync_data().is_err(), "a handle open before the failure");
+        assert!(a.sync_data().is_ok(), "reported once per handle");
+        assert!(b.sync_data().is_ok(), "reported once per handle");
+        let c = fs.open(path).unwrap();
+        assert!(c.sync_data().is_ok(), "opened after it was reported");
+        // Opened after a failure no sync has reported yet: this handle reports it.
+        a.write_all_at(b"gone", 0).unwrap();
+        let d = fs.open(path).unwrap();
+        fs.fail_next_sync();
+        assert!(a.sync_data().is_err());
+        let e = fs.open(path).unwrap();
+        assert!(d.sync_data().is_err());
+        assert!(e.sync_data().is_ok(), "opened after a sync reported it");
+        fs.power_cut();
+        assert!(
+            fs.read(path).unwrap().is_empty(),
+            "neither write reached the disk"
+        );
     }
 
     #[test]
