@@ -450,21 +450,22 @@ fn check(verify: bool, id: &ChunkId, data: &[u8], size: usize) -> anyhow::Result
     Ok(())
 }
 
-/// Put every chunk with `put`, remembering the ids in chunk order.
+/// Put every chunk with `put`, remembering the ids in chunk order. Each put is handed a
+/// buffer of its own, filled for it, which it may keep.
 fn put_all<P>(
     args: &Args,
     data: &ChunkData,
     put: P,
 ) -> anyhow::Result<(f64, Histogram<u64>, Vec<ChunkId>)>
 where
-    P: Fn(usize, &[u8]) -> anyhow::Result<ChunkId> + Sync,
+    P: Fn(usize, Vec<u8>) -> anyhow::Result<ChunkId> + Sync,
 {
     let ids = Mutex::new(vec![ChunkId::from_bytes([0; 32]); args.chunks]);
     let items: Vec<usize> = (0..args.chunks).collect();
     let (secs, h) = parallel(args.writers, &items, |t, i| {
         let mut buf = Vec::with_capacity(args.size);
         data.fill(i, &mut buf);
-        let id = put(t, &buf)?;
+        let id = put(t, buf)?;
         ids.lock().expect("ids lock")[i] = id;
         Ok(())
     })?;
@@ -505,7 +506,9 @@ impl System for Spindle {
         let store = self.store.as_ref().expect("opened above");
         Ok(Some(match phase {
             "put" => {
-                let (secs, h, ids) = put_all(args, data, |_, buf| Ok(store.put(buf)?))?;
+                // The writer's buffer is handed over, as a server hands over a request body.
+                let (secs, h, ids) =
+                    put_all(args, data, |_, buf| Ok(store.put_bytes(buf.into())?))?;
                 self.ids = ids;
                 let stats = store.stats();
                 eprintln!(
@@ -603,9 +606,9 @@ impl System for Files {
                     fs::create_dir_all(dir.join(format!("{b:02x}")))?;
                 }
                 let (secs, h, ids) = put_all(args, data, |_, buf| {
-                    let id = ChunkId::of(buf);
+                    let id = ChunkId::of(&buf);
                     let mut f = File::create(file_path(dir, &id))?;
-                    f.write_all(buf)?;
+                    f.write_all(&buf)?;
                     f.sync_data()?;
                     Ok(id)
                 })?;
@@ -699,11 +702,11 @@ impl System for Sqlite {
         Ok(Some(match phase {
             "put" => {
                 let (secs, h, ids) = put_all(args, data, |t, buf| {
-                    let id = ChunkId::of(buf);
+                    let id = ChunkId::of(&buf);
                     let c = conns[t].lock().expect("connection lock");
                     c.execute(
                         "INSERT OR IGNORE INTO chunks (id, data) VALUES (?1, ?2)",
-                        rusqlite::params![&id.as_bytes()[..], buf],
+                        rusqlite::params![&id.as_bytes()[..], &buf],
                     )?;
                     Ok(id)
                 })?;

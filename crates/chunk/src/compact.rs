@@ -7,6 +7,7 @@
 use std::io;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use spindle_fs::Fs;
 
 use crate::catalog::Loc;
@@ -88,7 +89,7 @@ impl Shared {
                         continue;
                     }
                     // Verify before copying: compaction must not spread rotten bytes.
-                    let data: Arc<[u8]> = file.read_chunk(&e.id, e.offset, e.len, true)?.into();
+                    let data = Bytes::from(file.read_chunk(&e.id, e.offset, e.len, true)?);
                     let header = RecordHeader::put(e.id, &data);
                     let kind = OpKind::Relocate {
                         from: here,

@@ -23,6 +23,7 @@ mod verify;
 mod volume;
 mod writer;
 
+pub use bytes::Bytes;
 pub use catalog::VolumeStats;
 pub use error::{ChunkError, Result};
 pub use format::{RecordKind, MARKER_FILE, RECORD_HEADER_LEN, VOLUME_HEADER_LEN};

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use spindle_fs::{DirLock, Fs};
 
@@ -96,7 +97,7 @@ impl Options {
 pub(crate) struct Queue {
     pub ops: Vec<Op>,
     /// Chunks queued or being written, readable before they are durable.
-    pub buffered: HashMap<ChunkId, (Arc<[u8]>, u64)>,
+    pub buffered: HashMap<ChunkId, (Bytes, u64)>,
     pub buffer_bytes: u64,
     pub reserved_bytes: u64,
     pub next_seq: u64,
@@ -310,7 +311,21 @@ impl ChunkStore {
 
     /// Store `data`; returns its id once the bytes are synced. Putting a chunk that is
     /// already stored writes nothing and returns at once (or when its pending put is durable).
+    /// The store keeps a copy of the bytes until they are durable; `put_bytes` keeps the
+    /// caller's own buffer instead.
     pub fn put(&self, data: &[u8]) -> Result<ChunkId> {
+        self.put_from(data, || Bytes::copy_from_slice(data))
+    }
+
+    /// `put` of bytes the caller hands over: the store holds this buffer until the bytes
+    /// are durable instead of copying them (`Bytes::from(vec)` makes one of a `Vec` without
+    /// a copy).
+    pub fn put_bytes(&self, data: Bytes) -> Result<ChunkId> {
+        self.put_from(&data, || data.clone())
+    }
+
+    /// `put` of `data`, whose owned form (`owned`) is made only if the chunk is to be written.
+    fn put_from(&self, data: &[u8], owned: impl FnOnce() -> Bytes) -> Result<ChunkId> {
         let len = data.len() as u64;
         if len > self.shared.opts.chunk_bytes_max {
             return Err(ChunkError::ChunkTooLarge {
@@ -322,7 +337,7 @@ impl ChunkStore {
         if self.shared.catalog.read().index.contains_key(&id) {
             return Ok(id);
         }
-        let bytes: Arc<[u8]> = Arc::from(data);
+        let bytes = owned();
         // The CRC too is computed here, off the single writer thread.
         let header = RecordHeader::put(id, data);
         let record_bytes = RECORD_HEADER_LEN + len;
@@ -354,7 +369,7 @@ impl ChunkStore {
             }
             let kind = OpKind::Put {
                 header,
-                data: Arc::clone(&bytes),
+                data: bytes.clone(),
             };
             let seq = self
                 .shared

@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use std::path::Path;
 
@@ -35,17 +36,14 @@ use crate::volume::{self, VolumeFile};
 #[derive(Debug)]
 pub(crate) enum OpKind {
     /// Append the chunk unless it is already live.
-    Put {
-        header: RecordHeader,
-        data: Arc<[u8]>,
-    },
+    Put { header: RecordHeader, data: Bytes },
     /// Append a tombstone if the chunk is live.
     Delete,
     /// Compaction: copy a live chunk out of a volume being emptied, if it is still there.
     Relocate {
         from: Loc,
         header: RecordHeader,
-        data: Arc<[u8]>,
+        data: Bytes,
     },
     /// Compaction: carry a tombstone forward, unless the chunk was put again meanwhile.
     KeepTombstone,

@@ -71,7 +71,12 @@ fn run(ops: Vec<Op>, mut opts: Options) {
         match op {
             Op::Put { seed, len } => {
                 let data = bytes(seed, len);
-                let id = store.put(&data).unwrap();
+                // Both ways in: a borrowed slice (copied) and a handed-over buffer.
+                let id = if seed % 2 == 0 {
+                    store.put(&data).unwrap()
+                } else {
+                    store.put_bytes(data.clone().into()).unwrap()
+                };
                 assert_eq!(id, ChunkId::of(&data));
                 model.insert(id, data);
             }

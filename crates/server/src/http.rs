@@ -1326,7 +1326,8 @@ async fn store_chunk(
     let created = !node.chunks.has(&id);
     let len = body.len();
     let n = node.clone();
-    blocking(move || n.chunks.put(&body).map_err(chunk_error)).await?;
+    // The store holds the request's own buffer until the bytes are durable: no copy.
+    blocking(move || n.chunks.put_bytes(body).map_err(chunk_error)).await?;
     Counters::bump(&node.metrics.chunk_puts, 1);
     let status = if created {
         StatusCode::CREATED
