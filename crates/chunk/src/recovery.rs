@@ -139,6 +139,7 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16) -> Result<Recove
                 file,
                 len,
                 entries: last.entries,
+                sync_handles: None,
             });
         } else if !last.from_hint {
             // A lane of the newest generation when the lane count changed: sealed from now

@@ -68,7 +68,13 @@ pub(crate) struct Active {
     pub file: Arc<dyn FsFile>,
     pub len: u64,
     pub entries: Vec<HintEntry>,
+    /// One handle per syncer, opened before this process first appends here (see
+    /// `run_syncer`).
+    pub sync_handles: Option<SyncHandles>,
 }
+
+/// A volume's handles for its syncers, indexed by syncer.
+pub(crate) type SyncHandles = Arc<[Arc<dyn FsFile>]>;
 
 /// The volumes being appended to, one per lane of the current generation. Owned by the
 /// writer thread.
@@ -87,8 +93,8 @@ pub(crate) struct Lanes {
 #[derive(Debug)]
 struct Written {
     number: u64,
-    /// The volumes its records went to.
-    volumes: Vec<u32>,
+    /// The volumes its records went to, with their syncers' handles.
+    volumes: Vec<(u32, SyncHandles)>,
     ops: Vec<Op>,
     entries: Vec<(u32, HintEntry)>,
     deleted: Vec<(u64, bool)>,
@@ -137,9 +143,10 @@ pub(crate) fn run(shared: Arc<Shared>, mut lanes: Lanes) {
     let pipe = Pipe::default();
     std::thread::scope(|s| {
         for i in 0..shared.opts.syncs_in_flight_max {
+            let (shared_ref, pipe_ref) = (&*shared, &pipe);
             let syncer = std::thread::Builder::new()
                 .name(format!("chunk-syncer-{i}"))
-                .spawn_scoped(s, || run_syncer(&shared, &pipe));
+                .spawn_scoped(s, move || run_syncer(shared_ref, pipe_ref, i));
             if let Err(e) = syncer {
                 record_failure(
                     &shared,
@@ -215,6 +222,7 @@ fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
                     cur.sealed = true;
                 }
                 let active = &mut lanes.active[lane];
+                let handles = sync_handles(shared, active)?;
                 let data: &[u8] = match &op.kind {
                     OpKind::Put { data, .. } | OpKind::Relocate { data, .. } => data,
                     OpKind::Delete | OpKind::KeepTombstone => &[],
@@ -227,8 +235,8 @@ fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
                     len: entry.len,
                 });
                 pipe.inflight.lock().insert(op.id, (loc, cur.number));
-                if !cur.volumes.contains(&active.number) {
-                    cur.volumes.push(active.number);
+                if !cur.volumes.iter().any(|(n, _)| *n == active.number) {
+                    cur.volumes.push((active.number, handles));
                 }
                 cur.entries.push((active.number, entry));
             }
@@ -300,17 +308,17 @@ fn wait_drained(pipe: &Pipe) -> Result<()> {
 /// next tickets publishable publishes them, and the others go back to syncing what was
 /// written meanwhile.
 ///
-/// Each syncer syncs through handles of its own. Linux reports a failed write-back once to
-/// each open file (`errseq`): through a handle shared by several syncers, a sync that ran
-/// beside another could return success while the other was handed the error for its pages.
-/// Through its own handle, a sync that returns success has found every page written before it
-/// began on the disk. So a ticket is published once its own sync returned success, or once a
+/// Each syncer syncs through handles of its own, opened before any record of the volume was
+/// written (`sync_handles`). Linux reports a failed write-back once to each open file
+/// (`errseq`): through a handle shared by several syncers, a sync that ran beside another
+/// could return success while the other was handed the error for its pages. Through its own
+/// handle, a sync that returns success has found every page written before it began on the
+/// disk. So a ticket is published once its own sync returned success, or once a
 /// later ticket's did that synced every volume it wrote to (its records were written before
 /// that sync began).
-fn run_syncer(shared: &Shared, pipe: &Pipe) {
-    let mut handles: HashMap<u32, Arc<dyn FsFile>> = HashMap::new();
+fn run_syncer(shared: &Shared, pipe: &Pipe, syncer: usize) {
     loop {
-        let (ticket, volumes) = {
+        let (ticket, files) = {
             let mut st = pipe.state.lock();
             while st.written.is_empty() && !st.stop && !st.failed {
                 pipe.cv.wait(&mut st);
@@ -321,23 +329,23 @@ fn run_syncer(shared: &Shared, pipe: &Pipe) {
             st.next_ticket += 1;
             let ticket = st.next_ticket;
             let batches = std::mem::take(&mut st.written);
-            let mut volumes: Vec<u32> = Vec::new();
-            for &v in batches.iter().flat_map(|b| &b.volumes) {
-                if !volumes.contains(&v) {
-                    volumes.push(v);
+            let mut files: Vec<(u32, Arc<dyn FsFile>)> = Vec::new();
+            for (v, handles) in batches.iter().flat_map(|b| &b.volumes) {
+                if !files.iter().any(|(n, _)| n == v) {
+                    files.push((*v, Arc::clone(&handles[syncer])));
                 }
             }
             st.taken.insert(
                 ticket,
                 Taken {
-                    volumes: volumes.clone(),
+                    volumes: files.iter().map(|(v, _)| *v).collect(),
                     batches: Some(batches),
                     synced: false,
                 },
             );
-            (ticket, volumes)
+            (ticket, files)
         };
-        let synced = sync_volumes(shared, &mut handles, &volumes);
+        let synced = sync_volumes(shared, &files);
         let mut st = pipe.state.lock();
         if let Err(e) = synced {
             record_failure(shared, &e);
@@ -388,38 +396,12 @@ fn run_syncer(shared: &Shared, pipe: &Pipe) {
     }
 }
 
-/// Sync `volumes` through this syncer's own handles (opened as needed), each once, all at
-/// the same time: one file on this thread, each other one on a thread of its own (a sync
-/// takes milliseconds; starting a thread, microseconds). A thread the system refuses to start
-/// is made up for by a sync on this thread.
-fn sync_volumes(
-    shared: &Shared,
-    handles: &mut HashMap<u32, Arc<dyn FsFile>>,
-    volumes: &[u32],
-) -> Result<()> {
-    if volumes.is_empty() {
+/// Sync each of `files` once, all at the same time: one on this thread, each other one on a
+/// thread of its own (a sync takes milliseconds; starting a thread, microseconds). A thread
+/// the system refuses to start is made up for by a sync on this thread.
+fn sync_volumes(shared: &Shared, files: &[(u32, Arc<dyn FsFile>)]) -> Result<()> {
+    if files.is_empty() {
         return Ok(());
-    }
-    // Handles of volumes no longer written to are closed once there are more than the
-    // active volumes need.
-    if handles.len() > 2 * volumes.len().max(shared.opts.active_volumes) {
-        handles.retain(|v, _| volumes.contains(v));
-    }
-    let mut files = Vec::with_capacity(volumes.len());
-    for &volume in volumes {
-        let file = match handles.get(&volume) {
-            Some(f) => Arc::clone(f),
-            None => {
-                let path = format::volume_path(&shared.dir, volume);
-                let f = shared
-                    .fs
-                    .open(&path)
-                    .map_err(|e| ChunkError::io("open volume to sync", &path, e))?;
-                handles.insert(volume, Arc::clone(&f));
-                f
-            }
-        };
-        files.push((volume, file));
     }
     shared.group_commits.fetch_add(1, Ordering::Relaxed);
     let (first, rest) = files.split_first().expect("not empty");
@@ -508,6 +490,24 @@ fn publish(shared: &Shared, batch: &[Op], deleted: Vec<(u64, bool)>) {
     q.durable_seq = batch.last().map_or(q.durable_seq, |op| op.seq);
     q.deleted.extend(deleted);
     shared.done_cv.notify_all();
+}
+
+/// The syncers' handles of `active`, opened now if this process has not appended to it yet:
+/// before any record of it is written, so that a failed write-back of one is reported through
+/// every one of them (a handle opened after a failure that some sync already reported would
+/// not be told).
+fn sync_handles(shared: &Shared, active: &mut Active) -> Result<SyncHandles> {
+    if let Some(h) = &active.sync_handles {
+        return Ok(Arc::clone(h));
+    }
+    let path = format::volume_path(&shared.dir, active.number);
+    let handles = (0..shared.opts.syncs_in_flight_max)
+        .map(|_| shared.fs.open(&path))
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| ChunkError::io("open volume to sync", &path, e))?;
+    let handles: SyncHandles = handles.into();
+    active.sync_handles = Some(Arc::clone(&handles));
+    Ok(handles)
 }
 
 /// Append one record to the active volume (not synced).
@@ -617,6 +617,7 @@ pub(crate) fn start_volume(
         file,
         len: format::VOLUME_HEADER_LEN,
         entries: Vec::new(),
+        sync_handles: None,
     };
     Ok((active, Arc::new(reader)))
 }

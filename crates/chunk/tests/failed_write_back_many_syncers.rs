@@ -40,7 +40,7 @@ fn no_acknowledged_put_is_lost_when_one_of_several_concurrent_syncs_fails() {
     let seeds: u64 = std::env::var("SPINDLE_FAILED_SYNC_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+        .unwrap_or(200);
     let mut lost = Vec::new();
     let mut failed_stores = 0;
     for seed in 0..seeds {
