@@ -85,6 +85,13 @@ impl Options {
         if self.active_volumes == 0 || self.active_volumes > 64 {
             return bad("active_volumes must be between 1 and 64");
         }
+        // Each syncer holds a handle of its own on each active volume.
+        if self.syncs_in_flight_max * self.active_volumes > 256 {
+            return bad(
+                "syncs_in_flight_max × active_volumes must be at most 256 (each syncer holds a \
+                 file handle on each active volume)",
+            );
+        }
         if self.volume_bytes_max < format::VOLUME_HEADER_LEN + RECORD_HEADER_LEN {
             return bad("volume_bytes_max is smaller than one record");
         }

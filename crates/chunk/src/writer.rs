@@ -109,7 +109,7 @@ struct PipeState {
     next_ticket: u64,
     /// The last ticket whose batches are published; publication follows ticket order.
     published_ticket: u64,
-    /// Tickets taken by a syncer and not yet both synced and published.
+    /// Tickets taken by a syncer and not yet published.
     taken: BTreeMap<u64, Taken>,
     /// A syncer is publishing (one at a time, so publication follows ticket order); what it
     /// publishes may have left `taken` already.
@@ -121,10 +121,7 @@ struct PipeState {
 /// What one syncer took.
 #[derive(Debug)]
 struct Taken {
-    /// The volumes its batches wrote to.
-    volumes: Vec<u32>,
-    /// `None` once published.
-    batches: Option<Vec<Written>>,
+    batches: Vec<Written>,
     /// Its sync returned success.
     synced: bool,
 }
@@ -313,9 +310,11 @@ fn wait_drained(pipe: &Pipe) -> Result<()> {
 /// (`errseq`): through a handle shared by several syncers, a sync that ran beside another
 /// could return success while the other was handed the error for its pages. Through its own
 /// handle, a sync that returns success has found every page written before it began on the
-/// disk. So a ticket is published once its own sync returned success, or once a
-/// later ticket's did that synced every volume it wrote to (its records were written before
-/// that sync began).
+/// disk, and the rule that held a ticket until every sync begun before its own returned is
+/// not needed. A ticket is published once its own sync returned success (and, publication
+/// being in order, every earlier ticket's did): never on a later sync's word alone, though
+/// that sync began after its records were written, because a file system may report some
+/// errors (a failed journal commit) to one sync only.
 fn run_syncer(shared: &Shared, pipe: &Pipe, syncer: usize) {
     loop {
         let (ticket, files) = {
@@ -338,8 +337,7 @@ fn run_syncer(shared: &Shared, pipe: &Pipe, syncer: usize) {
             st.taken.insert(
                 ticket,
                 Taken {
-                    volumes: files.iter().map(|(v, _)| *v).collect(),
-                    batches: Some(batches),
+                    batches,
                     synced: false,
                 },
             );
@@ -353,15 +351,10 @@ fn run_syncer(shared: &Shared, pipe: &Pipe, syncer: usize) {
             pipe.cv.notify_all();
             return;
         }
-        let own = st
-            .taken
+        st.taken
             .get_mut(&ticket)
-            .expect("a taken ticket stays until synced");
-        own.synced = true;
-        if own.batches.is_none() {
-            // Published already, on a later sync's word.
-            st.taken.remove(&ticket);
-        }
+            .expect("a taken ticket stays until published")
+            .synced = true;
         pipe.cv.notify_all();
         if st.publishing {
             continue;
@@ -369,19 +362,10 @@ fn run_syncer(shared: &Shared, pipe: &Pipe, syncer: usize) {
         st.publishing = true;
         while !st.failed {
             let next = st.published_ticket + 1;
-            let Some(t) = st.taken.get(&next) else { break };
-            let durable = t.synced
-                || st.taken.range(next + 1..).any(|(_, later)| {
-                    later.synced && t.volumes.iter().all(|v| later.volumes.contains(v))
-                });
-            if !durable {
+            if !st.taken.get(&next).is_some_and(|t| t.synced) {
                 break;
             }
-            let t = st.taken.get_mut(&next).expect("looked up above");
-            let batches = t.batches.take().expect("published once");
-            if t.synced {
-                st.taken.remove(&next);
-            }
+            let batches = st.taken.remove(&next).expect("looked up above").batches;
             drop(st);
             publish_batches(shared, pipe, batches);
             st = pipe.state.lock();

@@ -2,7 +2,8 @@
 //! put. Linux reports a failed write-back once to each open file: had the syncers shared one
 //! handle, the sync that was handed the error could be another than the one whose pages were
 //! lost, and that one would return success. Here many writers put at once with up to 4 syncs
-//! in flight that take random times and return out of order (`SimFs::set_sync_jitter`), one
+//! in flight (over 1 to 3 volumes appended to at once, sealed and rolled as they fill) that
+//! take random times and return out of order (`SimFs::set_sync_jitter`), one
 //! write-back fails at a random moment (`SimFs::fail_next_sync`, reported once to each open
 //! handle of the file, as Linux does), the power is cut, and every put that was acknowledged
 //! must read back.
@@ -18,12 +19,17 @@ use spindle_fs::SimFs;
 const DIR: &str = "/sim/chunks";
 const WRITERS: usize = 8;
 
-fn options() -> Options {
+/// Up to 4 syncs in flight; 1 to 3 volumes appended to at once (lanes), each sealed and
+/// rolled after a few dozen chunks, so failures strike syncs of several volumes and syncs
+/// of volumes begun while the writers run.
+fn options(lanes: usize) -> Options {
     Options {
         compact_in_background: false,
         chunk_bytes_max: 4096,
+        volume_bytes_max: 64 << 10,
         write_buffer_bytes_max: 256 << 10,
         syncs_in_flight_max: 4,
+        active_volumes: lanes,
         ..Options::default()
     }
 }
@@ -47,10 +53,11 @@ fn no_acknowledged_put_is_lost_when_one_of_several_concurrent_syncs_fails() {
         let sim = SimFs::new(seed);
         // Syncs overlap and return out of order, as syncs of milliseconds do on a disk.
         sim.set_sync_jitter(2_000);
-        let store = ChunkStore::open_in(Arc::new(sim.boot()), DIR, options()).unwrap();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let opts = options(rng.random_range(1..=3));
+        let store = ChunkStore::open_in(Arc::new(sim.boot()), DIR, opts.clone()).unwrap();
         let acked: Mutex<Vec<(ChunkId, Vec<u8>)>> = Mutex::new(Vec::new());
         let refused = AtomicBool::new(false);
-        let mut rng = StdRng::seed_from_u64(seed);
         let fail_after = rng.random_range(1..60u64);
         std::thread::scope(|s| {
             for w in 0..WRITERS {
@@ -79,7 +86,7 @@ fn no_acknowledged_put_is_lost_when_one_of_several_concurrent_syncs_fails() {
         }
         sim.power_cut();
         drop(store);
-        let store = ChunkStore::open_in(Arc::new(sim.boot()), DIR, options()).unwrap();
+        let store = ChunkStore::open_in(Arc::new(sim.boot()), DIR, opts).unwrap();
         for (id, data) in acked.into_inner().unwrap() {
             match store.get(&id).unwrap() {
                 Some(got) if got == data => {}
