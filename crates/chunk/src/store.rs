@@ -326,7 +326,8 @@ impl ChunkStore {
 
     /// `put` of bytes the caller hands over: the store holds this buffer until the bytes
     /// are durable instead of copying them (`Bytes::from(vec)` makes one of a `Vec` without
-    /// a copy).
+    /// a copy). Only `data.len()` counts against `write_buffer_bytes_max`: a slice of a much
+    /// larger allocation keeps all of it alive, so hand over an exact buffer.
     pub fn put_bytes(&self, data: Bytes) -> Result<ChunkId> {
         self.put_from(&data, || data.clone())
     }

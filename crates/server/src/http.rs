@@ -1326,8 +1326,16 @@ async fn store_chunk(
     let created = !node.chunks.has(&id);
     let len = body.len();
     let n = node.clone();
-    // The store holds the request's own buffer until the bytes are durable: no copy.
-    blocking(move || n.chunks.put_bytes(body).map_err(chunk_error)).await?;
+    // The store holds this buffer until the bytes are durable, counting only their length
+    // against its write buffer: hand over the request's own allocation when the body is all
+    // of it (no copy), and an exact copy when the body is a slice of a larger read buffer,
+    // which would otherwise be held whole.
+    let owned = move || {
+        let mut bytes = Vec::from(body);
+        bytes.shrink_to_fit();
+        Bytes::from(bytes)
+    };
+    blocking(move || n.chunks.put_bytes(owned()).map_err(chunk_error)).await?;
     Counters::bump(&node.metrics.chunk_puts, 1);
     let status = if created {
         StatusCode::CREATED
