@@ -242,8 +242,9 @@ fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
                 cur.deleted.push((op.seq, live.is_some()));
             }
             cur.ops.push(op);
-            // Once `handoff_bytes` of records are written, they go to the syncers at once: a sync can start while the rest of the queue is still being written.
-            // Small records still go in one batch per drain, so they share syncs.
+            // Once `handoff_bytes` of records are written, they go to the syncers at once: a
+            // sync can start while the rest of the queue is still being written. Small records
+            // still go in one batch per drain, so they share syncs.
             if unhanded_bytes >= handoff_bytes {
                 unhanded_bytes = 0;
                 batch_number += 1;

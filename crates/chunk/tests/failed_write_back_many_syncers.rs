@@ -75,8 +75,11 @@ fn no_acknowledged_put_is_lost_when_one_of_several_concurrent_syncs_fails() {
                     }
                 });
             }
-            // Arm the failure once some puts are through, while the writers keep putting.
-            while acked.lock().unwrap().len() < fail_after as usize {
+            // Arm the failure once some puts are through, while the writers keep putting; stop
+            // waiting if a put was refused (the writers have stopped).
+            while acked.lock().unwrap().len() < fail_after as usize
+                && !refused.load(Ordering::Relaxed)
+            {
                 std::thread::yield_now();
             }
             sim.fail_next_sync();

@@ -223,6 +223,16 @@ impl State {
 }
 
 impl Inode {
+    /// What a handle opened now has reported of the file's failed write-backs (Linux's
+    /// `errseq_sample`): a failure no sync has reported yet is reported to it too.
+    fn wb_errors_sample(&self) -> u64 {
+        if self.wb_error_seen {
+            self.wb_errors
+        } else {
+            0
+        }
+    }
+
     /// The disk's contents once every pending operation is written back (equal to `current`
     /// unless a write-back failed).
     fn written_back(&self) -> Vec<u8> {
@@ -465,6 +475,7 @@ impl FsFile for SimFile {
         }
         result
     }
+
     /// The cache keeps only what is durable or still waiting to be written back: data whose
     /// write-back failed is read from the disk again.
     fn drop_cache(&self) -> io::Result<()> {
@@ -558,12 +569,7 @@ impl Fs for SimFs {
         let generation = self.generation(&s);
         s.check(generation)?;
         let inode = *s.names.get(path).ok_or_else(|| not_found(path))?;
-        // Linux's `errseq_sample`: a failure no sync has reported yet is reported to this
-        // handle too.
-        let wb_errors_reported = match &s.inodes[&inode] {
-            i if i.wb_error_seen => i.wb_errors,
-            _ => 0,
-        };
+        let wb_errors_reported = s.inodes[&inode].wb_errors_sample();
         Ok(Arc::new(SimFile {
             state: self.state.clone(),
             inode,
@@ -591,10 +597,7 @@ impl Fs for SimFs {
                 id
             }
         };
-        let wb_errors_reported = match &s.inodes[&inode] {
-            i if i.wb_error_seen => i.wb_errors,
-            _ => 0,
-        };
+        let wb_errors_reported = s.inodes[&inode].wb_errors_sample();
         Ok(Arc::new(SimFile {
             state: self.state.clone(),
             inode,

@@ -1330,12 +1330,12 @@ async fn store_chunk(
     // against its write buffer: hand over the request's own allocation when the body is all
     // of it (no copy), and an exact copy when the body is a slice of a larger read buffer,
     // which would otherwise be held whole.
-    let owned = move || {
+    blocking(move || {
         let mut bytes = Vec::from(body);
         bytes.shrink_to_fit();
-        Bytes::from(bytes)
-    };
-    blocking(move || n.chunks.put_bytes(owned()).map_err(chunk_error)).await?;
+        n.chunks.put_bytes(bytes.into()).map_err(chunk_error)
+    })
+    .await?;
     Counters::bump(&node.metrics.chunk_puts, 1);
     let status = if created {
         StatusCode::CREATED
