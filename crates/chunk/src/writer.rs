@@ -11,8 +11,9 @@
 //! copy of one batch overlaps the sync of the previous ones, and there are no timers: a lone
 //! put waits for exactly one sync.
 //!
-//! A failed write or sync is sticky: both threads stop, every waiting and later operation gets
-//! `WriterFailed`, and the store must be reopened (recovery then cuts any torn tail).
+//! A failed write or sync (or a panic of the writer or a syncer) is sticky: both threads
+//! stop, every waiting and later operation gets `WriterFailed`, and the store must be reopened
+//! (recovery then cuts any torn tail).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
@@ -143,7 +144,14 @@ pub(crate) fn run(shared: Arc<Shared>, mut lanes: Lanes) {
             let (shared_ref, pipe_ref) = (&*shared, &pipe);
             let syncer = std::thread::Builder::new()
                 .name(format!("chunk-syncer-{i}"))
-                .spawn_scoped(s, move || run_syncer(shared_ref, pipe_ref, i));
+                .spawn_scoped(s, move || {
+                    let run = std::panic::AssertUnwindSafe(|| run_syncer(shared_ref, pipe_ref, i));
+                    if std::panic::catch_unwind(run).is_err() {
+                        record_failure(shared_ref, &panicked("a syncer"));
+                        pipe_ref.state.lock().failed = true;
+                        pipe_ref.cv.notify_all();
+                    }
+                });
             if let Err(e) = syncer {
                 record_failure(
                     &shared,
@@ -154,9 +162,14 @@ pub(crate) fn run(shared: Arc<Shared>, mut lanes: Lanes) {
                 return;
             }
         }
-        let result = write_loop(&shared, &pipe, &mut lanes)
-            .and_then(|()| wait_drained(&pipe))
-            .and_then(|()| close_active(&shared, &lanes));
+        // A panic (a broken invariant) is a failure like a failed write: sticky, and every
+        // waiting put is told, instead of waiting for a writer that is gone.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            write_loop(&shared, &pipe, &mut lanes)
+        }))
+        .unwrap_or_else(|_| Err(panicked("the writer")))
+        .and_then(|()| wait_drained(&pipe))
+        .and_then(|()| close_active(&shared, &lanes));
         if let Err(e) = result {
             record_failure(&shared, &e);
         }
@@ -214,6 +227,7 @@ fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
                     batch_number += 1;
                     let next = Written::new(batch_number);
                     hand_off(pipe, std::mem::replace(&mut cur, next))?;
+                    unhanded_bytes = 0;
                     wait_drained(pipe)?;
                     seal_and_roll(shared, lanes, lane)?;
                     cur.sealed = true;
@@ -443,6 +457,14 @@ fn publish_batches(shared: &Shared, pipe: &Pipe, batches: Vec<Written>) {
     }
     for b in batches {
         publish(shared, &b.ops, b.deleted);
+    }
+}
+
+/// The failure a panic of `who` becomes.
+fn panicked(who: &str) -> ChunkError {
+    ChunkError::WriterFailed {
+        reason: format!("{who} panicked"),
+        disk_full: false,
     }
 }
 

@@ -2,8 +2,8 @@
 //! sticky: the put is refused and its chunk is not readable afterwards (`has` and `get` say
 //! no, as they will after a restart), later puts and deletes are refused, acknowledged chunks
 //! stay readable; reopening cuts any half record as a torn tail, keeps every acknowledged
-//! chunk and takes puts again. ENOSPC is reported as `disk_full`. (Needs `--features
-//! failpoints`.)
+//! chunk and takes puts again. ENOSPC is reported as `disk_full`; a panic while writing is
+//! a failure like the others. (Needs `--features failpoints`.)
 
 #![cfg(feature = "failpoints")]
 
@@ -105,4 +105,12 @@ fn enospc_on_append_is_disk_full() {
 #[test]
 fn failed_sync_is_not_served_afterwards() {
     refused_write_is_sticky("chunk-writer-sync", "return", false, false);
+}
+
+/// A panic while writing (a broken invariant) stops the writer as a failed write does: the
+/// put gets `WriterFailed` instead of waiting forever for a writer that is gone, and the
+/// store reopens with every acknowledged chunk.
+#[test]
+fn panic_while_appending_is_sticky() {
+    refused_write_is_sticky("chunk-writer-append", "panic", false, false);
 }
