@@ -29,7 +29,9 @@ pub use error::{ChunkError, Result};
 pub use format::{RecordKind, MARKER_FILE, RECORD_HEADER_LEN, VOLUME_HEADER_LEN};
 pub use id::{ChunkId, ParseChunkIdError};
 pub use policy::{compaction_candidates, put_fits, should_seal, CompactionPolicy, VolumeUsage};
-pub use store::{ChunkStore, CompactionReport, CompactionTotals, OpenReport, Options, StoreStats};
+pub use store::{
+    ChunkStore, CompactionReport, CompactionTotals, HashedChunk, OpenReport, Options, StoreStats,
+};
 pub use verify::{
     verify_store, verify_store_in, HintStatus, VerifyReport, VolumeReport, VolumeStatus,
 };

@@ -237,6 +237,35 @@ pub struct CompactionReport {
     pub bytes_reclaimed: u64,
 }
 
+/// A chunk's bytes with their id, hashed once: for a caller that needs the id before it
+/// puts (to check it against one it was given, say); `ChunkStore::put_hashed` does not hash
+/// them again. Only `new` makes one, so the id is always the bytes' BLAKE3.
+#[derive(Debug, Clone)]
+pub struct HashedChunk {
+    id: ChunkId,
+    bytes: Bytes,
+}
+
+impl HashedChunk {
+    /// Hash `bytes` (BLAKE3).
+    pub fn new(bytes: Bytes) -> Self {
+        Self {
+            id: ChunkId::of(&bytes),
+            bytes,
+        }
+    }
+
+    /// The chunk's id.
+    pub fn id(&self) -> ChunkId {
+        self.id
+    }
+
+    /// The chunk's bytes.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+}
+
 /// A Haystack-style chunk store. Cheap to share between threads (`&self` everywhere).
 #[derive(Debug)]
 pub struct ChunkStore {
@@ -321,7 +350,7 @@ impl ChunkStore {
     /// The store keeps a copy of the bytes until they are durable; `put_bytes` keeps the
     /// caller's own buffer instead.
     pub fn put(&self, data: &[u8]) -> Result<ChunkId> {
-        self.put_from(data, || Bytes::copy_from_slice(data))
+        self.put_from(data, ChunkId::of(data), || Bytes::copy_from_slice(data))
     }
 
     /// `put` of bytes the caller hands over: the store holds this buffer until the bytes
@@ -329,11 +358,19 @@ impl ChunkStore {
     /// a copy). Only `data.len()` counts against `write_buffer_bytes_max`: a slice of a much
     /// larger allocation keeps all of it alive, so hand over an exact buffer.
     pub fn put_bytes(&self, data: Bytes) -> Result<ChunkId> {
-        self.put_from(&data, || data.clone())
+        self.put_hashed(HashedChunk::new(data))
     }
 
-    /// `put` of `data`, whose owned form (`owned`) is made only if the chunk is to be written.
-    fn put_from(&self, data: &[u8], owned: impl FnOnce() -> Bytes) -> Result<ChunkId> {
+    /// `put_bytes` of a chunk already hashed (`HashedChunk::new`), for a caller that needed
+    /// its id first: the bytes are not hashed again.
+    pub fn put_hashed(&self, chunk: HashedChunk) -> Result<ChunkId> {
+        let HashedChunk { id, bytes } = chunk;
+        self.put_from(&bytes, id, || bytes.clone())
+    }
+
+    /// `put` of `data`, whose id is `id` and whose owned form (`owned`) is made only if the
+    /// chunk is to be written.
+    fn put_from(&self, data: &[u8], id: ChunkId, owned: impl FnOnce() -> Bytes) -> Result<ChunkId> {
         let len = data.len() as u64;
         if len > self.shared.opts.chunk_bytes_max {
             return Err(ChunkError::ChunkTooLarge {
@@ -341,7 +378,6 @@ impl ChunkStore {
                 chunk_bytes_max: self.shared.opts.chunk_bytes_max,
             });
         }
-        let id = ChunkId::of(data);
         if self.shared.catalog.read().index.contains_key(&id) {
             return Ok(id);
         }

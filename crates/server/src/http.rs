@@ -26,7 +26,7 @@ use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use spindle_chunk::{ChunkError, ChunkId};
+use spindle_chunk::{ChunkError, ChunkId, HashedChunk};
 use spindle_core::{Index, ItemKey, Transaction, Value};
 use spindle_log::AppendError;
 use spindle_view::{EdgeFilter, Freshness, Version, ViewError};
@@ -1315,25 +1315,28 @@ async fn store_chunk(
     if body.is_empty() {
         return Err(ApiError::bad("a chunk must not be empty"));
     }
-    let id = ChunkId::of(&body);
-    if let Some(want) = expected {
-        if want != id {
-            return Err(ApiError::bad(format!(
-                "the body's BLAKE3 is {id}, not the {want} in the URL; nothing was stored"
-            )));
-        }
-    }
-    let created = !node.chunks.has(&id);
     let len = body.len();
     let n = node.clone();
-    // The store holds this buffer until the bytes are durable, counting only their length
-    // against its write buffer: hand over the request's own allocation when the body is all
-    // of it (no copy), and an exact copy when the body is a slice of a larger read buffer,
-    // which would otherwise be held whole.
-    blocking(move || {
+    // Hashing (milliseconds for a large chunk) runs off the async runtime, once: the store
+    // takes the hashed chunk as it is. The store holds the buffer until the bytes are
+    // durable, counting only their length against its write buffer: hand over the request's
+    // own allocation when the body is all of it (no copy), and an exact copy when the body
+    // is a slice of a larger read buffer, which would otherwise be held whole.
+    let (id, created) = blocking(move || {
         let mut bytes = Vec::from(body);
         bytes.shrink_to_fit();
-        n.chunks.put_bytes(bytes.into()).map_err(chunk_error)
+        let chunk = HashedChunk::new(bytes.into());
+        let id = chunk.id();
+        if let Some(want) = expected {
+            if want != id {
+                return Err(ApiError::bad(format!(
+                    "the body's BLAKE3 is {id}, not the {want} in the URL; nothing was stored"
+                )));
+            }
+        }
+        let created = !n.chunks.has(&id);
+        n.chunks.put_hashed(chunk).map_err(chunk_error)?;
+        Ok((id, created))
     })
     .await?;
     Counters::bump(&node.metrics.chunk_puts, 1);
