@@ -20,7 +20,11 @@ fn a_hashed_chunk_is_stored_under_its_id_once() {
     let used = store.used_bytes();
     assert_eq!(store.put_hashed(chunk).unwrap(), id);
     assert_eq!(store.put(&data).unwrap(), id);
-    assert_eq!(store.used_bytes(), used, "a second put of the chunk writes nothing");
+    assert_eq!(
+        store.used_bytes(),
+        used,
+        "a second put of the chunk writes nothing"
+    );
     store.close().unwrap();
     let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
     assert_eq!(store.get(&id).unwrap(), Some(data));
