@@ -114,6 +114,11 @@ impl Shared {
         if let Some(seq) = last_seq {
             self.wait_seq(seq)?;
         }
+        // A failed writer (or one that panicked while publishing) may have left the catalog
+        // behind the volumes: remove nothing on its word.
+        if let Some(failure) = &self.queue.lock().failed {
+            return Err(failure.error());
+        }
         self.catalog.write().remove_volume(volume, &put_ids);
         remove_if_present(&*self.fs, &format::hint_path(dir, volume))?;
         remove_if_present(&*self.fs, &file.path)?;

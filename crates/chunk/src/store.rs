@@ -113,6 +113,9 @@ pub(crate) struct Queue {
     pub deleted: HashMap<u64, bool>,
     pub failed: Option<Failure>,
     pub closing: bool,
+    /// Threads parked until op `seq` is durable, each woken alone when it is (or when the
+    /// writer fails): a publish wakes only the puts it made durable, not every waiting one.
+    pub waiters: Vec<(u64, std::thread::Thread)>,
 }
 
 /// The writer's first failure, sticky until the store is reopened.
@@ -142,7 +145,8 @@ pub(crate) struct Shared {
     pub queue: Mutex<Queue>,
     /// Signals the writer that ops are queued or the store is closing.
     pub queue_cv: Condvar,
-    /// Signals waiters that a batch is durable, buffer space freed, or the writer failed.
+    /// Signals waiters that buffer space was freed or the writer failed (waiters for an op to
+    /// be durable park instead: `Queue::waiters`).
     pub done_cv: Condvar,
     /// Volume syncs done by the writer since open (one per volume a group commit wrote to).
     pub syncs: AtomicU64,
@@ -240,10 +244,19 @@ pub struct CompactionReport {
 /// A chunk's bytes with their id, hashed once: for a caller that needs the id before it
 /// puts (to check it against one it was given, say); `ChunkStore::put_hashed` does not hash
 /// them again. Only `new` makes one, so the id is always the bytes' BLAKE3.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HashedChunk {
     id: ChunkId,
     bytes: Bytes,
+}
+
+impl std::fmt::Debug for HashedChunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HashedChunk")
+            .field("id", &self.id)
+            .field("len", &self.bytes.len())
+            .finish()
+    }
 }
 
 impl HashedChunk {
@@ -594,10 +607,19 @@ impl Shared {
                 c.wanted = false;
                 c.running = true;
             }
-            let result = self.compact();
+            // A panic (a broken invariant) ends this pass with an error, not the compactor:
+            // `running` must not stay set, or `wait_for_background_compaction` waits forever.
+            let error =
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.compact())) {
+                    Ok(result) => result.err().map(|e| e.to_string()),
+                    Err(payload) => Some(format!(
+                        "compaction panicked: {}",
+                        writer::panic_message(payload.as_ref())
+                    )),
+                };
             let mut c = self.compactor.lock();
             c.running = false;
-            c.error = result.err().map(|e| e.to_string());
+            c.error = error;
             self.compactor_cv.notify_all();
         }
     }
@@ -662,11 +684,22 @@ impl Shared {
         mut q: MutexGuard<'a, Queue>,
         seq: u64,
     ) -> Result<MutexGuard<'a, Queue>> {
+        let me = std::thread::current();
         while q.durable_seq < seq {
             if let Some(failure) = &q.failed {
                 return Err(failure.error());
             }
-            self.done_cv.wait(&mut q);
+            // Registered once; a wake-up with the op still not durable (a spurious one)
+            // parks again under the same registration.
+            if !q
+                .waiters
+                .iter()
+                .any(|(s, t)| *s == seq && t.id() == me.id())
+            {
+                q.waiters.push((seq, me.clone()));
+            }
+            // An unpark between unlocking and parking is not lost: it makes `park` return.
+            MutexGuard::unlocked(&mut q, std::thread::park);
         }
         Ok(q)
     }

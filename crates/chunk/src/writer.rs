@@ -11,9 +11,10 @@
 //! copy of one batch overlaps the sync of the previous ones, and there are no timers: a lone
 //! put waits for exactly one sync.
 //!
-//! A failed write or sync (or a panic of the writer or a syncer) is sticky: both threads
-//! stop, every waiting and later operation gets `WriterFailed`, and the store must be reopened
-//! (recovery then cuts any torn tail).
+//! A failed write or sync (or a panic of the writer or a syncer) is sticky: the writer stops,
+//! the syncers stop once they have synced what was handed to them (a failed sync stops them
+//! at once), every waiting operation not made durable and every later one gets
+//! `WriterFailed`, and the store must be reopened (recovery then cuts any torn tail).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
@@ -146,8 +147,8 @@ pub(crate) fn run(shared: Arc<Shared>, mut lanes: Lanes) {
                 .name(format!("chunk-syncer-{i}"))
                 .spawn_scoped(s, move || {
                     let run = std::panic::AssertUnwindSafe(|| run_syncer(shared_ref, pipe_ref, i));
-                    if std::panic::catch_unwind(run).is_err() {
-                        record_failure(shared_ref, &panicked("a syncer"));
+                    if let Err(payload) = std::panic::catch_unwind(run) {
+                        record_failure(shared_ref, &panicked("a syncer", payload.as_ref()));
                         pipe_ref.state.lock().failed = true;
                         pipe_ref.cv.notify_all();
                     }
@@ -166,10 +167,10 @@ pub(crate) fn run(shared: Arc<Shared>, mut lanes: Lanes) {
         // waiting put is told, instead of waiting for a writer that is gone.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             write_loop(&shared, &pipe, &mut lanes)
+                .and_then(|()| wait_drained(&pipe))
+                .and_then(|()| close_active(&shared, &lanes))
         }))
-        .unwrap_or_else(|_| Err(panicked("the writer")))
-        .and_then(|()| wait_drained(&pipe))
-        .and_then(|()| close_active(&shared, &lanes));
+        .unwrap_or_else(|payload| Err(panicked("the writer", payload.as_ref())));
         if let Err(e) = result {
             record_failure(&shared, &e);
         }
@@ -460,12 +461,21 @@ fn publish_batches(shared: &Shared, pipe: &Pipe, batches: Vec<Written>) {
     }
 }
 
-/// The failure a panic of `who` becomes.
-fn panicked(who: &str) -> ChunkError {
+/// The failure a panic of `who` becomes, with the panic's message.
+pub(crate) fn panicked(who: &str, payload: &(dyn std::any::Any + Send)) -> ChunkError {
     ChunkError::WriterFailed {
-        reason: format!("{who} panicked"),
+        reason: format!("{who} panicked: {}", panic_message(payload)),
         disk_full: false,
     }
+}
+
+/// A panic's message, if it has one.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }
 
 /// Make the first failure sticky and wake every waiter. Chunks still in the write buffer
@@ -478,7 +488,12 @@ fn record_failure(shared: &Shared, e: &ChunkError) {
         disk_full: e.is_disk_full(),
     });
     q.buffered.clear();
+    let parked = std::mem::take(&mut q.waiters);
     shared.done_cv.notify_all();
+    drop(q);
+    for (_, thread) in parked {
+        thread.unpark();
+    }
 }
 
 fn publish(shared: &Shared, batch: &[Op], deleted: Vec<(u64, bool)>) {
@@ -496,7 +511,22 @@ fn publish(shared: &Shared, batch: &[Op], deleted: Vec<(u64, bool)>) {
     }
     q.durable_seq = batch.last().map_or(q.durable_seq, |op| op.seq);
     q.deleted.extend(deleted);
+    // Wake only the waiters this made durable (`Queue::waiters`); the condvar is for those
+    // waiting for room in the write buffer.
+    let durable = q.durable_seq;
+    let mut ready = Vec::new();
+    q.waiters.retain(|(seq, thread)| {
+        let done = *seq <= durable;
+        if done {
+            ready.push(thread.clone());
+        }
+        !done
+    });
     shared.done_cv.notify_all();
+    drop(q);
+    for thread in ready {
+        thread.unpark();
+    }
 }
 
 /// The syncers' handles of `active`, opened now if this process has not appended to it yet:

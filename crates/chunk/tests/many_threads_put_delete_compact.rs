@@ -1,15 +1,15 @@
 //! Many threads at once: 16 putting (some the same chunk at the same moment), 2 deleting and
 //! background compaction copying, over volumes small enough that the writer seals and rolls
-//! them while puts queue behind it. Every put and delete returns (none is left queued with
-//! nobody to write it: a watchdog fails the test after 300 s), every acknowledged chunk reads
+//! them while puts queue behind it. Every put and delete returns (none waits forever: a
+//! watchdog ends the test process with a failure after 300 s), every acknowledged chunk reads
 //! back whole, every acknowledged delete holds, before and after reopening, and the store's
 //! files account for exactly what it says it holds.
 
 mod common;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use spindle_chunk::{ChunkId, ChunkStore, CompactionPolicy, Options};
@@ -35,23 +35,37 @@ fn acknowledged_puts_and_deletes_hold_under_concurrency() {
     // can land after a delete).
     type Acked = HashMap<ChunkId, (Vec<u8>, bool, bool)>;
     let acked: Mutex<Acked> = Mutex::new(HashMap::new());
-    let done = AtomicBool::new(false);
-    let started = Instant::now();
-    std::thread::scope(|s| {
-        // A watchdog: a put whose op nobody writes would wait forever.
-        s.spawn(|| {
+    // A watchdog outside the scope: a put or delete whose waiter is never woken would hang
+    // the scope, and a panic in a scoped thread would only wait for it.
+    let done = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let started = Instant::now();
             while !done.load(Ordering::Acquire) {
-                assert!(
-                    started.elapsed() < Duration::from_secs(300),
-                    "puts and deletes still waiting after 300 s: an op was left unwritten"
-                );
+                if started.elapsed() > Duration::from_secs(300) {
+                    eprintln!("still running after 300 s: a put or delete was never woken");
+                    std::process::exit(101);
+                }
                 std::thread::sleep(Duration::from_millis(50));
             }
-        });
+        })
+    };
+    // Putters finished (also by a panic): the deleters stop once nothing is left to delete.
+    let putters_done = AtomicU64::new(0);
+    std::thread::scope(|s| {
         let putters: Vec<_> = (0..PUTTERS)
             .map(|t| {
                 let (store, acked) = (&store, &acked);
+                let putters_done = &putters_done;
                 s.spawn(move || {
+                    struct Done<'a>(&'a AtomicU64);
+                    impl Drop for Done<'_> {
+                        fn drop(&mut self) {
+                            self.0.fetch_add(1, Ordering::Release);
+                        }
+                    }
+                    let _done = Done(putters_done);
                     for i in 0..PUTS_EACH {
                         // Every fifth chunk is also put by the neighbouring thread at about
                         // the same moment: the second put waits for the first's.
@@ -76,7 +90,7 @@ fn acknowledged_puts_and_deletes_hold_under_concurrency() {
             .collect();
         let deleters: Vec<_> = (0..2u64)
             .map(|d| {
-                let (store, acked) = (&store, &acked);
+                let (store, acked, putters_done) = (&store, &acked, &putters_done);
                 s.spawn(move || {
                     let mut deleted = 0;
                     while deleted < 150 {
@@ -90,6 +104,9 @@ fn acknowledged_puts_and_deletes_hold_under_concurrency() {
                             })
                             .map(|(id, _)| *id);
                         let Some(id) = victim else {
+                            if putters_done.load(Ordering::Acquire) == PUTTERS {
+                                break;
+                            }
                             std::thread::yield_now();
                             continue;
                         };
@@ -104,7 +121,6 @@ fn acknowledged_puts_and_deletes_hold_under_concurrency() {
         for t in putters.into_iter().chain(deleters) {
             t.join().unwrap();
         }
-        done.store(true, Ordering::Release);
     });
 
     let check = |store: &ChunkStore, when: &str| {
@@ -128,9 +144,16 @@ fn acknowledged_puts_and_deletes_hold_under_concurrency() {
     check(&store, "open");
     store.wait_for_background_compaction();
     let stats = store.stats();
+    assert!(
+        stats.compaction.volumes > 0,
+        "compaction ran beside the puts"
+    );
+    assert_eq!(stats.compaction_error, None);
     assert_eq!(stats.used_bytes, common::disk_bytes(dir.path()));
     store.close().unwrap();
     let store = ChunkStore::open(dir.path(), opts).unwrap();
     check(&store, "reopened");
     assert!(store.open_report().torn_tails.is_empty(), "a clean close");
+    done.store(true, Ordering::Release);
+    watchdog.join().unwrap();
 }

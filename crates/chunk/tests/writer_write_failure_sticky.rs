@@ -114,3 +114,9 @@ fn failed_sync_is_not_served_afterwards() {
 fn panic_while_appending_is_sticky() {
     refused_write_is_sticky("chunk-writer-append", "panic", false, false);
 }
+
+/// The same for a panic in a syncer (here, in its sync).
+#[test]
+fn panic_while_syncing_is_sticky() {
+    refused_write_is_sticky("chunk-writer-sync", "panic", false, false);
+}
