@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use spindle_sort::records::check::check_file;
 use spindle_sort::records::gen::{generate, GenOptions};
-use spindle_sort::records::{sort_file, Progress, RecordSortOptions, RecordSortReport};
+use spindle_sort::records::{sort_file, IoMode, Progress, RecordSortOptions, RecordSortReport};
 
 /// Options of `spindle sort`.
 #[derive(Debug, clap::Args)]
@@ -31,9 +31,13 @@ pub struct SortArgs {
     /// Threads for the in-memory sort (default: the machine's cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// O_DIRECT for the large sequential reads and writes.
-    #[arg(long)]
+    /// O_DIRECT for every file, or an error where the file system refuses it (default:
+    /// O_DIRECT where the file system takes it, the page cache where it does not).
+    #[arg(long, conflicts_with = "buffered")]
     pub direct: bool,
+    /// Read and write through the page cache.
+    #[arg(long)]
+    pub buffered: bool,
 }
 
 /// Options of `spindle gen-records`.
@@ -71,7 +75,11 @@ pub fn run(args: &SortArgs) -> anyhow::Result<ExitCode> {
         threads: args
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-        direct: args.direct,
+        io: match (args.direct, args.buffered) {
+            (true, _) => IoMode::Direct,
+            (_, true) => IoMode::Buffered,
+            _ => IoMode::Auto,
+        },
     };
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);
@@ -144,6 +152,26 @@ fn print_summary(report: &RecordSortReport) {
             0.0
         }
     );
+    let d = report.direct;
+    let files = [
+        ("input", d.input),
+        ("buckets", d.buckets),
+        ("output", d.output),
+    ];
+    let named = |direct: bool| {
+        files
+            .iter()
+            .filter(|(name, on)| *on == direct && (*name != "buckets" || report.buckets > 0))
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (direct, cached) = (named(true), named(false));
+    match (direct.is_empty(), cached.is_empty()) {
+        (false, true) => println!("I/O: O_DIRECT ({direct})"),
+        (true, _) => println!("I/O: page cache ({cached})"),
+        (false, false) => println!("I/O: O_DIRECT ({direct}), page cache ({cached})"),
+    }
 }
 
 fn check(args: &SortArgs) -> anyhow::Result<ExitCode> {

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+pub use aligned::IoMode;
 pub use plan::RECORD_MEMORY_MIN_BYTES;
 use plan::{Mode, Plan};
 pub use procio::IoCounters;
@@ -49,8 +50,8 @@ pub struct RecordSortOptions {
     pub tmp_dir: Option<PathBuf>,
     /// Threads for the in-memory radix sort.
     pub threads: usize,
-    /// O_DIRECT for the large sequential reads and writes.
-    pub direct: bool,
+    /// O_DIRECT or the page cache for the large sequential reads and writes.
+    pub io: IoMode,
 }
 
 /// Where a running sort is, for progress bars.
@@ -82,6 +83,18 @@ pub struct RecordSortReport {
     pub buckets: usize,
     pub splits: usize,
     pub phases: Vec<PhaseReport>,
+    /// Which files went around the page cache.
+    pub direct: DirectReport,
+}
+
+/// Which of a sort's files were read or written with O_DIRECT (under [`IoMode::Auto`], those
+/// whose file system took it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirectReport {
+    pub input: bool,
+    /// The bucket files (false for a sort in memory, which has none).
+    pub buckets: bool,
+    pub output: bool,
 }
 
 /// Times phases and reads the I/O counters at their edges.
@@ -178,11 +191,21 @@ fn sort_with_plan(
         done: false,
     };
     let needed_bytes = 2 * input_bytes;
+    let mut direct = DirectReport {
+        input: aligned::direct_for_file(input, opts.io).map_err(|source| SortError::Input {
+            path: input.to_path_buf(),
+            source,
+        })?,
+        buckets: false,
+        output: aligned::direct_for_dir(&out_dir, opts.io)
+            .map_err(|e| SortError::write(&out_dir, needed_bytes, e))?,
+    };
     let mut phases = Phases::new();
     let whole = ReadTask {
         path: input.to_path_buf(),
         bytes: input_bytes,
         presorted: false,
+        direct: direct.input,
     };
     let mut report = RecordSortReport {
         input_bytes,
@@ -191,6 +214,7 @@ fn sort_with_plan(
         buckets: 0,
         splits: 0,
         phases: Vec::new(),
+        direct,
     };
     match plan.mode {
         Mode::InMemory => {
@@ -199,6 +223,7 @@ fn sort_with_plan(
                 &guard.tmp,
                 &plan,
                 opts,
+                direct.output,
                 1,
                 needed_bytes,
                 progress,
@@ -217,13 +242,16 @@ fn sort_with_plan(
                     dir: tmp_parent.clone(),
                     source,
                 })?;
+            direct.buckets = aligned::direct_for_dir(tmp.path(), opts.io)
+                .map_err(|e| SortError::write(tmp.path(), needed_bytes, e))?;
+            report.direct = direct;
             let mut d = DistributeOpts {
                 tmp_dir: tmp.path(),
                 first_file: 0,
                 ranges,
                 chunk_bytes: plan.chunk_bytes,
                 stage_bytes,
-                direct: opts.direct,
+                direct: direct.buckets,
                 needed_bytes,
                 depth: 0,
             };
@@ -244,6 +272,7 @@ fn sort_with_plan(
                     path: b.path,
                     bytes: b.bytes,
                     presorted: b.presorted,
+                    direct: direct.buckets,
                 })
                 .collect();
             emit(
@@ -251,6 +280,7 @@ fn sort_with_plan(
                 &guard.tmp,
                 &plan,
                 opts,
+                direct.output,
                 2,
                 needed_bytes,
                 progress,
@@ -299,6 +329,7 @@ fn split_oversized(
             path: b.path.clone(),
             bytes: b.bytes,
             presorted: false,
+            direct: d.direct,
         };
         let children = split::distribute(&task, d, progress)?;
         let _ = std::fs::remove_file(&b.path);
@@ -309,13 +340,15 @@ fn split_oversized(
 }
 
 /// Reads each task into an arena (the reader thread one arena ahead when `arenas` is 2),
-/// radix sorts it unless presorted, and streams it to `output` through the write ring.
+/// radix sorts it unless presorted, and streams it to `output` (with O_DIRECT if
+/// `out_direct`) through the write ring.
 #[allow(clippy::too_many_arguments)]
 fn emit(
     tasks: &[ReadTask],
     output: &Path,
     plan: &Plan,
     opts: &RecordSortOptions,
+    out_direct: bool,
     arenas: usize,
     needed_bytes: u64,
     progress: &mut dyn FnMut(Progress),
@@ -334,10 +367,9 @@ fn emit(
         Vec::with_capacity(arena_records),
     );
     let (main, read, write) = std::thread::scope(|scope| {
-        let reader =
-            scope.spawn(|| stages::read_files(read_p, tasks, plan.chunk_bytes, opts.direct, &stop));
+        let reader = scope.spawn(|| stages::read_files(read_p, tasks, plan.chunk_bytes, &stop));
         let writer = scope.spawn(|| {
-            stages::write_files(write_c, &targets, opts.direct, true, needed_bytes, &stop)
+            stages::write_files(write_c, &targets, out_direct, true, needed_bytes, &stop)
         });
         let main = (|| {
             let mut out = Stage::default();
@@ -363,12 +395,10 @@ fn emit(
                     }
                     for &w in &items {
                         let i = w as u32 as usize * RECORD_BYTES;
-                        out.push(
-                            &mut write_p,
-                            0,
-                            plan.chunk_bytes,
-                            &arena[i..i + RECORD_BYTES],
-                        );
+                        let record: &[u8; RECORD_BYTES] = arena[i..i + RECORD_BYTES]
+                            .try_into()
+                            .expect("a whole record");
+                        out.push_record(&mut write_p, 0, plan.chunk_bytes, record);
                     }
                 });
                 drop(batch);
@@ -438,7 +468,7 @@ mod tests {
             memory_bytes: 1 << 20,
             tmp_dir: None,
             threads: 2,
-            direct: false,
+            io: IoMode::Auto,
         };
         let report = sort_with_plan(&inp, &out, bytes, p, &opts, &mut |_| {}).unwrap();
         assert!(report.splits > 0 && report.passes >= 3, "{report:?}");

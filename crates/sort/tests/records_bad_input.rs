@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use spindle_sort::records::gen::{generate, GenOptions};
-use spindle_sort::records::{sort_file, RecordSortOptions, RECORD_MEMORY_MIN_BYTES};
+use spindle_sort::records::{sort_file, IoMode, RecordSortOptions, RECORD_MEMORY_MIN_BYTES};
 use spindle_sort::SortError;
 
 fn opts(memory_bytes: u64) -> RecordSortOptions {
@@ -14,7 +14,7 @@ fn opts(memory_bytes: u64) -> RecordSortOptions {
         memory_bytes,
         tmp_dir: None,
         threads: 1,
-        direct: false,
+        io: IoMode::Buffered,
     }
 }
 
@@ -84,12 +84,26 @@ fn full_disk_removes_temporary_files_and_says_how_much_space() {
     )
     .unwrap();
     let out = small.join("out");
-    // Larger than memory: the buckets and the output do not both fit in 3 MiB.
-    let result = sort_file(&inp, &out, &opts(1 << 20), &mut |_| {});
-    let names = entries(&small);
+    // Larger than memory: the buckets and the output do not both fit in 3 MiB. Through the
+    // page cache and with O_DIRECT (tmpfs takes it on Linux 6.6 and later).
+    let mut results = Vec::new();
+    for io in [IoMode::Buffered, IoMode::Auto] {
+        let result = sort_file(
+            &inp,
+            &out,
+            &RecordSortOptions {
+                io,
+                ..opts(1 << 20)
+            },
+            &mut |_| {},
+        );
+        results.push((io, result, entries(&small)));
+    }
     let _ = Command::new("umount").arg(&small).status();
-    let e = result.unwrap_err();
-    assert!(e.is_no_space(), "{e}");
-    assert!(e.to_string().contains("8000000 bytes"), "{e}");
-    assert!(names.is_empty(), "left behind: {names:?}");
+    for (io, result, names) in results {
+        let e = result.unwrap_err();
+        assert!(e.is_no_space(), "{io:?}: {e}");
+        assert!(e.to_string().contains("8000000 bytes"), "{io:?}: {e}");
+        assert!(names.is_empty(), "{io:?}: left behind: {names:?}");
+    }
 }

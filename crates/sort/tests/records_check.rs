@@ -3,7 +3,7 @@
 
 use spindle_sort::records::check::check_file;
 use spindle_sort::records::gen::{generate, GenOptions};
-use spindle_sort::records::{sort_file, RecordSortOptions, RECORD_BYTES};
+use spindle_sort::records::{sort_file, IoMode, RecordSortOptions, RECORD_BYTES};
 
 #[test]
 fn sorted_output_matches_input_and_changes_are_caught() {
@@ -25,7 +25,7 @@ fn sorted_output_matches_input_and_changes_are_caught() {
         memory_bytes: 1 << 20,
         tmp_dir: None,
         threads: 2,
-        direct: false,
+        io: IoMode::Buffered,
     };
     sort_file(&inp, &out, &opts, &mut |_| {}).unwrap();
     let after = check_file(&out).unwrap();

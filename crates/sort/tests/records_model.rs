@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use spindle_sort::records::check::check_file;
 use spindle_sort::records::gen::{generate, GenOptions};
 use spindle_sort::records::{
-    sort_file, RecordSortOptions, RecordSortReport, KEY_BYTES, RECORD_BYTES,
+    sort_file, IoMode, RecordSortOptions, RecordSortReport, KEY_BYTES, RECORD_BYTES,
 };
 
 fn sort(
@@ -18,6 +18,7 @@ fn sort(
     input: &[u8],
     memory_bytes: u64,
     threads: usize,
+    io: IoMode,
 ) -> (Vec<u8>, RecordSortReport) {
     let (inp, out) = (dir.join("in"), dir.join("out"));
     std::fs::write(&inp, input).unwrap();
@@ -25,7 +26,7 @@ fn sort(
         memory_bytes,
         tmp_dir: None,
         threads,
-        direct: false,
+        io,
     };
     let report = sort_file(&inp, &out, &opts, &mut |_| {}).unwrap();
     let sorted = std::fs::read(&out).unwrap();
@@ -74,17 +75,19 @@ fn generated(dir: &Path, records: u64, ascii: bool, skew: bool, seed: u64) -> Ve
 fn in_memory_is_one_pass() {
     let dir = tempfile::tempdir().unwrap();
     let input = generated(dir.path(), 20_000, false, false, 1);
-    let (out, report) = sort(dir.path(), &input, 64 << 20, 2);
-    assert_sorted_permutation(&input, &out);
-    assert_eq!(report.passes, 1);
+    for io in [IoMode::Auto, IoMode::Buffered] {
+        let (out, report) = sort(dir.path(), &input, 64 << 20, 2, io);
+        assert_sorted_permutation(&input, &out);
+        assert_eq!(report.passes, 1);
+    }
 }
 
 #[test]
 fn larger_than_memory_is_two_passes_binary_and_ascii() {
-    for ascii in [false, true] {
+    for (ascii, io) in [(false, IoMode::Auto), (true, IoMode::Buffered)] {
         let dir = tempfile::tempdir().unwrap();
         let input = generated(dir.path(), 60_000, ascii, false, 2);
-        let (out, report) = sort(dir.path(), &input, 1 << 20, 2);
+        let (out, report) = sort(dir.path(), &input, 1 << 20, 2, io);
         assert_sorted_permutation(&input, &out);
         assert_eq!(report.passes, 2, "{report:?}");
         assert!(report.buckets > 1);
@@ -98,7 +101,7 @@ fn larger_than_memory_is_two_passes_binary_and_ascii() {
 fn skewed_keys_larger_than_memory() {
     let dir = tempfile::tempdir().unwrap();
     let input = generated(dir.path(), 60_000, false, true, 3);
-    let (out, report) = sort(dir.path(), &input, 1 << 20, 1);
+    let (out, report) = sort(dir.path(), &input, 1 << 20, 1, IoMode::Auto);
     assert_sorted_permutation(&input, &out);
     assert!(report.passes >= 2);
 }
@@ -110,7 +113,7 @@ fn all_keys_equal_larger_than_memory() {
     for r in input.chunks_mut(RECORD_BYTES) {
         r[..KEY_BYTES].copy_from_slice(b"samesame!!");
     }
-    let (out, report) = sort(dir.path(), &input, 1 << 20, 2);
+    let (out, report) = sort(dir.path(), &input, 1 << 20, 2, IoMode::Auto);
     assert_sorted_permutation(&input, &out);
     assert_eq!(
         report.passes, 2,
@@ -129,7 +132,7 @@ fn narrow_key_range_larger_than_memory() {
             r[..8].copy_from_slice(b"\x80narrow!");
         }
     }
-    let (out, report) = sort(dir.path(), &input, 1 << 20, 2);
+    let (out, report) = sort(dir.path(), &input, 1 << 20, 2, IoMode::Auto);
     assert_sorted_permutation(&input, &out);
     assert_eq!(
         check_file(&dir.path().join("out"))
@@ -146,11 +149,14 @@ proptest! {
     ))]
 
     #[test]
-    fn equals_reference(records in 0u64..30_000, skew: bool, ascii: bool, seed: u64, small: bool) {
+    fn equals_reference(
+        records in 0u64..30_000, skew: bool, ascii: bool, seed: u64, small: bool, cached: bool,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let input = generated(dir.path(), records, ascii, skew, seed);
         let memory = if small { 1 << 20 } else { 16 << 20 };
-        let (out, _) = sort(dir.path(), &input, memory, 2);
+        let io = if cached { IoMode::Buffered } else { IoMode::Auto };
+        let (out, _) = sort(dir.path(), &input, memory, 2, io);
         assert_sorted_permutation(&input, &out);
     }
 }

@@ -50,6 +50,71 @@ impl AlignedBuf {
     }
 }
 
+/// How the sort's large sequential reads and writes meet the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoMode {
+    /// `O_DIRECT` wherever the file system takes it, the page cache where it refuses.
+    /// Copying every byte into and out of the page cache cost more than half of a buffered
+    /// sort's time here (docs/benchmarks/sort.md), and the sort reads each byte once per
+    /// pass, so a cache would gain it nothing.
+    #[default]
+    Auto,
+    /// `O_DIRECT` everywhere; a file system that refuses it is an error.
+    Direct,
+    /// Through the page cache.
+    Buffered,
+}
+
+/// Whether a file system refused `O_DIRECT` (Linux says `EINVAL` at open).
+fn refused_direct(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EINVAL)
+}
+
+/// Whether `path` (an existing file) can be read with `O_DIRECT` under `mode`. `Direct`
+/// turns a refusal into an error that says so.
+pub(crate) fn direct_for_file(path: &Path, mode: IoMode) -> std::io::Result<bool> {
+    if mode == IoMode::Buffered {
+        return Ok(false);
+    }
+    match open_read(path, true) {
+        Ok(_) => Ok(true),
+        Err(e) if refused_direct(&e) && mode == IoMode::Auto => Ok(false),
+        Err(e) if refused_direct(&e) => Err(direct_refused(path)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether files created in `dir` can be written with `O_DIRECT` under `mode` (a probe
+/// file is created and removed).
+pub(crate) fn direct_for_dir(dir: &Path, mode: IoMode) -> std::io::Result<bool> {
+    if mode == IoMode::Buffered {
+        return Ok(false);
+    }
+    let probe = dir.join(format!(".spindle-sort-probe-{}", std::process::id()));
+    let opened = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&probe);
+    let _ = std::fs::remove_file(&probe);
+    match opened {
+        Ok(_) => Ok(true),
+        Err(e) if refused_direct(&e) && mode == IoMode::Auto => Ok(false),
+        Err(e) if refused_direct(&e) => Err(direct_refused(dir)),
+        Err(e) => Err(e),
+    }
+}
+
+fn direct_refused(path: &Path) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        format!(
+            "the file system of {} refuses O_DIRECT (drop --direct to use the page cache there)",
+            path.display()
+        ),
+    )
+}
+
 /// Opens a file for reading, with O_DIRECT if asked.
 pub(crate) fn open_read(path: &Path, direct: bool) -> std::io::Result<File> {
     let mut opts = OpenOptions::new();

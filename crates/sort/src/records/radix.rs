@@ -1,8 +1,11 @@
 //! The in-memory sort: each record becomes a `u128` holding its 10-byte key above its
-//! record number; those are radix sorted (most significant key byte first to cut the work
-//! into 256 independent ranges sorted on threads, then least significant digit first over
-//! the other nine bytes, skipping bytes that are equal everywhere), and the records are
-//! gathered in that order. Records are never compared or moved as 100-byte structs.
+//! record number; those are radix sorted most significant key byte first (the first byte
+//! cuts the work into 256 independent ranges sorted on threads; each range is split by the
+//! next byte, recursively, skipping bytes equal across it, until a range is small enough for
+//! a comparison sort of its words), and the records are gathered in that order. Records are
+//! never compared or moved as 100-byte structs. Random keys need about three byte levels
+//! before ranges are small, where sorting every byte least significant first took nine
+//! passes over every word.
 
 use super::{KEY_BYTES, RECORD_BYTES};
 
@@ -83,7 +86,7 @@ pub(crate) fn sort(items: &mut Vec<u128>, scratch: &mut Vec<u128>, threads: usiz
                 .collect();
             let work = move || {
                 for (a, z) in ranges {
-                    lsd(&mut d[a..z], &mut s[a..z]);
+                    msd(&mut d[a..z], &mut s[a..z], 1);
                 }
             };
             if groups.len() == 1 {
@@ -96,41 +99,49 @@ pub(crate) fn sort(items: &mut Vec<u128>, scratch: &mut Vec<u128>, threads: usiz
     std::mem::swap(items, scratch);
 }
 
-/// Sorts `data` by key bytes 1..10 (least significant first); `spare` is as long.
-fn lsd(data: &mut [u128], spare: &mut [u128]) {
-    if data.len() <= 32 {
-        data.sort_unstable();
-        return;
-    }
-    let mut in_data = true;
-    for d in (1..KEY_BYTES).rev() {
-        let (src, dst): (&[u128], &mut [u128]) = if in_data {
-            (&*data, &mut *spare)
-        } else {
-            (&*spare, &mut *data)
-        };
+/// Ranges of at most this many words are finished with a comparison sort.
+const SMALL_WORDS: usize = 48;
+
+/// Sorts `data`, whose keys agree on bytes before `d`, by key bytes `d..` (most significant
+/// first); `spare` is as long.
+fn msd(data: &mut [u128], spare: &mut [u128], mut d: usize) {
+    loop {
+        if data.len() <= SMALL_WORDS {
+            data.sort_unstable();
+            return;
+        }
+        if d == KEY_BYTES {
+            // Every key is equal: equal keys keep no particular order.
+            return;
+        }
         let mut counts = [0usize; 256];
-        for &w in src {
+        for &w in data.iter() {
             counts[digit(w, d)] += 1;
         }
-        if counts.contains(&src.len()) {
+        if counts.contains(&data.len()) {
+            d += 1;
             continue;
         }
-        let mut next = [0usize; 256];
+        let mut starts = [0usize; 256];
         let mut sum = 0;
         for b in 0..256 {
-            next[b] = sum;
+            starts[b] = sum;
             sum += counts[b];
         }
-        for &w in src {
+        let mut next = starts;
+        for &w in data.iter() {
             let b = digit(w, d);
-            dst[next[b]] = w;
+            spare[next[b]] = w;
             next[b] += 1;
         }
-        in_data = !in_data;
-    }
-    if !in_data {
         data.copy_from_slice(spare);
+        for b in 0..256 {
+            let (a, z) = (starts[b], starts[b] + counts[b]);
+            if z - a > 1 {
+                msd(&mut data[a..z], &mut spare[a..z], d + 1);
+            }
+        }
+        return;
     }
 }
 
@@ -154,7 +165,7 @@ mod tests {
             (seed >> 33) as u8
         };
         let mut arena = Vec::new();
-        for i in 0..5000 {
+        for i in 0..20_000 {
             let mut key = [0u8; KEY_BYTES];
             for b in key.iter_mut() {
                 *b = next() % if i % 3 == 0 { 2 } else { 255 };

@@ -43,6 +43,9 @@ pub(crate) fn sample_keys(path: &Path, bytes: u64, ranges: usize) -> Result<Vec<
 #[derive(Debug)]
 pub(crate) struct Router {
     splitters: Vec<u128>,
+    /// For each value `p` of a key's first two bytes, the splitters with that prefix are
+    /// `splitters[first[p]..first[p + 1]]`: a route searches only those (usually none).
+    first: Vec<u32>,
     range_pos: Vec<usize>,
     eq_pos: Vec<Option<usize>>,
     /// Per bucket in key order: whether it holds one key only.
@@ -88,8 +91,12 @@ impl Router {
         }
         range_pos.push(presorted.len());
         presorted.push(false);
+        let first = (0..=PREFIXES)
+            .map(|p| splitters.partition_point(|&s| prefix(s) < p) as u32)
+            .collect();
         Router {
             splitters,
+            first,
             range_pos,
             eq_pos,
             presorted,
@@ -101,11 +108,29 @@ impl Router {
     }
 
     pub(crate) fn route(&self, key: u128) -> usize {
-        match self.splitters.binary_search(&key) {
+        let p = prefix(key);
+        let (lo, hi) = (self.first[p] as usize, self.first[p + 1] as usize);
+        let found = if lo == hi {
+            Err(lo)
+        } else {
+            self.splitters[lo..hi]
+                .binary_search(&key)
+                .map(|i| lo + i)
+                .map_err(|i| lo + i)
+        };
+        match found {
             Ok(i) => self.eq_pos[i].unwrap_or(self.range_pos[i]),
             Err(i) => self.range_pos[i],
         }
     }
+}
+
+/// Values of a key's first two bytes.
+const PREFIXES: usize = 1 << 16;
+
+/// A key's first two bytes (keys are 80 bits at the bottom of a `u128`).
+fn prefix(key: u128) -> usize {
+    (key >> 64) as usize & (PREFIXES - 1)
 }
 
 /// A bucket file written by a pass.
@@ -125,6 +150,7 @@ pub(crate) struct DistributeOpts<'a> {
     pub(crate) ranges: usize,
     pub(crate) chunk_bytes: usize,
     pub(crate) stage_bytes: usize,
+    /// O_DIRECT for the bucket files.
     pub(crate) direct: bool,
     pub(crate) needed_bytes: u64,
     pub(crate) depth: u32,
@@ -156,8 +182,7 @@ pub(crate) fn distribute(
     let mut stages_: Vec<Stage> = (0..router.buckets()).map(|_| Stage::default()).collect();
     let tasks = [input.clone()];
     let (main, read, write) = std::thread::scope(|scope| {
-        let reader = scope
-            .spawn(|| stages::read_files(read_p, &tasks, opts.chunk_bytes, opts.direct, &stop));
+        let reader = scope.spawn(|| stages::read_files(read_p, &tasks, opts.chunk_bytes, &stop));
         let writer = scope.spawn(|| {
             stages::write_files(
                 write_c,
@@ -192,8 +217,9 @@ pub(crate) fn distribute(
                     }
                     let mut records = bytes.chunks_exact(RECORD_BYTES);
                     for r in &mut records {
+                        let r: &[u8; RECORD_BYTES] = r.try_into().expect("a whole record");
                         let b = router.route(key_of(r));
-                        stages_[b].push(&mut write_p, b, opts.stage_bytes, r);
+                        stages_[b].push_record(&mut write_p, b, opts.stage_bytes, r);
                     }
                     let rest = records.remainder();
                     carry[..rest.len()].copy_from_slice(rest);
@@ -250,5 +276,50 @@ pub(crate) fn first_error(
         (Err(SortError::Stopped), Err(e), _) | (Err(SortError::Stopped), _, Err(e)) => Err(e),
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plain binary search the prefix table stands in for.
+    fn route_by_search(r: &Router, key: u128) -> usize {
+        match r.splitters.binary_search(&key) {
+            Ok(i) => r.eq_pos[i].unwrap_or(r.range_pos[i]),
+            Err(i) => r.range_pos[i],
+        }
+    }
+
+    #[test]
+    fn the_prefix_table_routes_as_a_binary_search_does() {
+        let mut seed = 3u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            seed
+        };
+        let key = |hi: u64, lo: u64| ((u128::from(hi) << 64) | u128::from(lo)) & ((1 << 80) - 1);
+        // Random keys, keys sharing a few prefixes, and heavy duplicates.
+        let mut sample: Vec<u128> = (0..4000).map(|_| key(next(), next())).collect();
+        sample.extend((0..4000).map(|i| key(next() % 3, next() % 50 + i % 2)));
+        sample.extend(std::iter::repeat_n(key(7, 7), 3000));
+        for ranges in [1, 2, 7, 64, 1024] {
+            let r = Router::from_sample(sample.clone(), ranges);
+            let probes = sample
+                .iter()
+                .flat_map(|&k| [k, k.wrapping_sub(1), k + 1])
+                .chain((0..5000).map(|_| key(next(), next())))
+                .chain([0, (1 << 80) - 1]);
+            for k in probes {
+                let k = k & ((1 << 80) - 1);
+                assert_eq!(
+                    r.route(k),
+                    route_by_search(&r, k),
+                    "{k:x} with {ranges} ranges"
+                );
+            }
+        }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use spindle_ring::{Consumer, Producer, RingBuilder};
 
 use super::aligned::{open_read, read_full_at, AlignedBuf, WriteFile};
+use super::RECORD_BYTES;
 use crate::SortError;
 
 /// One piece of a file read into a slot.
@@ -25,6 +26,8 @@ pub(crate) struct ReadTask {
     pub(crate) path: PathBuf,
     pub(crate) bytes: u64,
     pub(crate) presorted: bool,
+    /// Whether to read it with O_DIRECT.
+    pub(crate) direct: bool,
 }
 
 /// Builds a read ring of `slots` slots of `slot_bytes` and its one consumer.
@@ -52,11 +55,11 @@ pub(crate) fn read_files(
     mut producer: Producer<Piece>,
     tasks: &[ReadTask],
     io_bytes: usize,
-    direct: bool,
     stop: &AtomicBool,
 ) -> Result<(), SortError> {
     for task in tasks {
-        let file = open_read(&task.path, direct).map_err(|e| SortError::read(&task.path, e))?;
+        let file =
+            open_read(&task.path, task.direct).map_err(|e| SortError::read(&task.path, e))?;
         let mut offset = 0u64;
         while offset < task.bytes {
             if stop.load(Ordering::Relaxed) {
@@ -179,6 +182,31 @@ impl Stage {
     /// Bytes given to this stage so far.
     pub(crate) fn bytes(&self) -> u64 {
         self.offset + self.len as u64
+    }
+
+    /// Appends one record, sending every full buffer to the writer. A record that fits
+    /// whole is copied as a fixed-size block (no call to `memmove` per record).
+    #[inline]
+    pub(crate) fn push_record(
+        &mut self,
+        out: &mut Producer<WriteSlot>,
+        target: usize,
+        stage_bytes: usize,
+        record: &[u8; RECORD_BYTES],
+    ) {
+        if self.buf.capacity() - self.len >= RECORD_BYTES {
+            let end = self.len + RECORD_BYTES;
+            let dst: &mut [u8; RECORD_BYTES] = (&mut self.buf.as_mut_slice()[self.len..end])
+                .try_into()
+                .expect("a record's length");
+            *dst = *record;
+            self.len = end;
+            if self.len == self.buf.capacity() {
+                self.send(out, target);
+            }
+        } else {
+            self.push(out, target, stage_bytes, record);
+        }
     }
 
     /// Appends `bytes`, sending every full buffer to the writer.
