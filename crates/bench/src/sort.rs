@@ -1,6 +1,7 @@
 //! `spindle bench sort`: `spindle sort` against GNU sort (`LC_ALL=C sort -S <memory>
-//! --parallel=<cores> -T <dir>`) and a `device` probe (read the input and write it, twice:
-//! the 2R+2W floor of an external sort), on the same generated ASCII records in one run.
+//! --parallel=<cores> -T <dir>`) and a `device` probe (read the input and write it, twice,
+//! with O_DIRECT and reads overlapped with writes: the 2R+2W floor of an external sort), on
+//! the same generated ASCII records in one run.
 //!
 //! Every output is validated with the checker (sorted, same record count and checksum as
 //! the input); a failed validation fails the bench. Both sorts run as child processes, and
@@ -9,6 +10,8 @@
 //!
 //! `--rounds` runs every system once per round on the same input, in an order rotated each
 //! round, and judges the targets on the median of the per-round ratios.
+
+mod device;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -330,26 +333,10 @@ fn ensure_gnu_sort() -> anyhow::Result<()> {
 /// Reads the input and writes a copy, then reads the copy and writes `output`: 2R+2W.
 fn run_device(input: &Path, output: &Path) -> anyhow::Result<Option<u32>> {
     let middle = output.with_extension("device-copy");
-    copy_synced(input, &middle)?;
+    device::copy(input, &middle)?;
     drop_cache(&middle);
-    let result = copy_synced(&middle, output);
+    let result = device::copy(&middle, output);
     let _ = std::fs::remove_file(&middle);
     result?;
     Ok(Some(2))
-}
-
-fn copy_synced(from: &Path, to: &Path) -> anyhow::Result<()> {
-    use std::io::{Read, Write};
-    let mut src = std::fs::File::open(from)?;
-    let mut dst = std::fs::File::create(to)?;
-    let mut buf = vec![0u8; 8 << 20];
-    loop {
-        let n = src.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        dst.write_all(&buf[..n])?;
-    }
-    dst.sync_all()?;
-    Ok(())
 }
