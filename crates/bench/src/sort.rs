@@ -333,9 +333,10 @@ fn ensure_gnu_sort() -> anyhow::Result<()> {
 /// Reads the input and writes a copy, then reads the copy and writes `output`: 2R+2W.
 fn run_device(input: &Path, output: &Path) -> anyhow::Result<Option<u32>> {
     let middle = output.with_extension("device-copy");
-    device::copy(input, &middle)?;
-    drop_cache(&middle);
-    let result = device::copy(&middle, output);
+    let result = device::copy(input, &middle).and_then(|()| {
+        drop_cache(&middle);
+        device::copy(&middle, output)
+    });
     let _ = std::fs::remove_file(&middle);
     result?;
     Ok(Some(2))

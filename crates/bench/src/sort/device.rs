@@ -62,12 +62,16 @@ fn open(path: &Path, write: bool) -> std::io::Result<(File, bool)> {
     }
 }
 
-/// Reads `from` into `to` (created), overlapped, and syncs `to`.
+/// Reads `from` into `to` (created), overlapped, and syncs `to`; fails unless `to` ends up
+/// exactly as long as `from`.
 pub(crate) fn copy(from: &Path, to: &Path) -> anyhow::Result<()> {
     let (src, _) = open(from, false).with_context(|| format!("opening {}", from.display()))?;
     let (dst, direct) = open(to, true).with_context(|| format!("creating {}", to.display()))?;
     // The unaligned end of the file goes through a buffered descriptor.
-    let tail = OpenOptions::new().write(true).open(to)?;
+    let tail = OpenOptions::new()
+        .write(true)
+        .open(to)
+        .with_context(|| format!("opening {}", to.display()))?;
     let (full_tx, full_rx) = sync_channel::<(Piece, u64)>(PIECES);
     let (free_tx, free_rx) = sync_channel::<Piece>(PIECES);
     for _ in 0..PIECES {
@@ -89,7 +93,10 @@ pub(crate) fn copy(from: &Path, to: &Path) -> anyhow::Result<()> {
                     return Ok(());
                 }
                 piece.len = len;
-                full_tx.send((piece, offset))?;
+                if full_tx.send((piece, offset)).is_err() {
+                    // The writer stopped on an error; it reports it.
+                    return Ok(());
+                }
                 offset += len as u64;
             }
             Ok(())
@@ -106,18 +113,49 @@ pub(crate) fn copy(from: &Path, to: &Path) -> anyhow::Result<()> {
                 .write_all_at(&bytes[..aligned], offset)
                 .and_then(|()| tail.write_all_at(&bytes[aligned..], offset + aligned as u64));
             if let Err(e) = written {
-                result = Err(e.into());
+                result = Err(anyhow::Error::new(e).context(format!("writing {}", to.display())));
                 break;
             }
-            if free_tx.send(piece).is_err() {
-                break;
-            }
+            // The reader leaves at the end of the input: what it queued is still written.
+            let _ = free_tx.send(piece);
         }
         drop(free_tx);
-        reader.join().expect("reader thread")?;
-        result
+        let read = reader.join().expect("reader thread");
+        result?;
+        read.with_context(|| format!("reading {}", from.display()))
     })?;
-    tail.sync_data()?;
-    dst.sync_data()?;
+    tail.sync_data()
+        .and_then(|()| dst.sync_data())
+        .with_context(|| format!("syncing {}", to.display()))?;
+    let (want, got) = (std::fs::metadata(from)?.len(), std::fs::metadata(to)?.len());
+    anyhow::ensure!(
+        want == got,
+        "device probe: {} is {got} bytes after copying {want}",
+        to.display()
+    );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_every_byte_of_a_file_not_a_multiple_of_a_piece() {
+        let dir = tempfile::tempdir().unwrap();
+        for len in [
+            0,
+            1,
+            4095,
+            4097,
+            PIECE_BYTES - 100,
+            PIECE_BYTES * PIECES * 2 + 4000,
+        ] {
+            let (from, to) = (dir.path().join("from"), dir.path().join("to"));
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 7 + i / 4099) as u8).collect();
+            std::fs::write(&from, &bytes).unwrap();
+            copy(&from, &to).unwrap();
+            assert!(std::fs::read(&to).unwrap() == bytes, "{len} bytes");
+        }
+    }
 }

@@ -70,37 +70,64 @@ fn refused_direct(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(libc::EINVAL)
 }
 
-/// Whether `path` (an existing file) can be read with `O_DIRECT` under `mode`. `Direct`
-/// turns a refusal into an error that says so.
+/// Whether `path` (an existing file) can be read with `O_DIRECT` under `mode`: it is
+/// opened so and its first block read (some file systems take the flag at open and refuse
+/// the I/O). `Direct` turns a refusal into an error that says so.
 pub(crate) fn direct_for_file(path: &Path, mode: IoMode) -> std::io::Result<bool> {
     if mode == IoMode::Buffered {
         return Ok(false);
     }
-    match open_read(path, true) {
-        Ok(_) => Ok(true),
-        Err(e) if refused_direct(&e) && mode == IoMode::Auto => Ok(false),
-        Err(e) if refused_direct(&e) => Err(direct_refused(path)),
-        Err(e) => Err(e),
-    }
+    let tried = open_read(path, true).and_then(|file| {
+        let mut block = AlignedBuf::new(ALIGN_BYTES);
+        read_full_at(&file, block.as_mut_slice(), 0).map(|_| ())
+    });
+    decide(tried, mode, path)
 }
 
-/// Whether files created in `dir` can be written with `O_DIRECT` under `mode` (a probe
-/// file is created and removed).
+/// Distinguishes the probe files of sorts running at once in one process.
+static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Whether files created in `dir` can be written and read with `O_DIRECT` under `mode`: a
+/// probe file of a new name is created there, one block written and read back, and the
+/// file removed.
 pub(crate) fn direct_for_dir(dir: &Path, mode: IoMode) -> std::io::Result<bool> {
     if mode == IoMode::Buffered {
         return Ok(false);
     }
-    let probe = dir.join(format!(".spindle-sort-probe-{}", std::process::id()));
-    let opened = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&probe);
-    let _ = std::fs::remove_file(&probe);
-    match opened {
-        Ok(_) => Ok(true),
+    let (probe, file) = loop {
+        let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let probe = dir.join(format!(".spindle-sort-probe-{}-{n}", std::process::id()));
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&probe)
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            opened => break (probe, opened),
+        }
+    };
+    // A file system that refuses O_DIRECT does so after `create_new` made the file.
+    let created = file.as_ref().map_or_else(refused_direct, |_| true);
+    let tried = file.and_then(|file| {
+        let mut block = AlignedBuf::new(ALIGN_BYTES);
+        file.write_all_at(block.as_slice(), 0)?;
+        read_full_at(&file, block.as_mut_slice(), 0).map(|_| ())
+    });
+    if created {
+        let _ = std::fs::remove_file(&probe);
+    }
+    decide(tried, mode, dir)
+}
+
+/// `Ok(true)` if the probe worked, `Ok(false)` if the file system refused O_DIRECT under
+/// `Auto`, else the error.
+fn decide(tried: std::io::Result<()>, mode: IoMode, path: &Path) -> std::io::Result<bool> {
+    match tried {
+        Ok(()) => Ok(true),
         Err(e) if refused_direct(&e) && mode == IoMode::Auto => Ok(false),
-        Err(e) if refused_direct(&e) => Err(direct_refused(dir)),
+        Err(e) if refused_direct(&e) => Err(direct_refused(path)),
         Err(e) => Err(e),
     }
 }

@@ -32,6 +32,12 @@ pub const RECORD_MEMORY_MIN_BYTES: u64 = 1 << 20;
 /// Largest number of key ranges in one pass (open files, staging buffers).
 pub(crate) const RANGES_MAX: usize = 1024;
 
+/// Values of a key's first two bytes: pass one's router keeps a table over them.
+pub(crate) const ROUTE_PREFIXES: usize = 1 << 16;
+
+/// Bytes of that table (one `u32` per prefix, and one past the last).
+pub(crate) const ROUTE_TABLE_BYTES: usize = (ROUTE_PREFIXES + 1) * 4;
+
 /// Buckets are planned at this fraction of an arena, so sampling error rarely overflows.
 const BUCKET_FILL_PERCENT: u64 = 60;
 
@@ -85,8 +91,10 @@ pub(crate) fn plan(input_bytes: u64, memory_bytes: u64) -> Result<Plan, SortErro
     let arena_bytes = arena_for((memory_bytes - (RING_SLOTS * chunk_bytes) as u64) / 2);
     let target = (arena_bytes as u64 * BUCKET_FILL_PERCENT / 100).max(1);
     let mut ranges = (input_bytes.div_ceil(target) as usize).clamp(2, RANGES_MAX);
-    // Pass one: the rings, and `2r + 1` staging buffers of at least one aligned block.
-    let stages_budget = (whole as usize).saturating_sub(RING_SLOTS * ALIGN_BYTES);
+    // Pass one: the rings, the router's table, and `2r + 1` staging buffers of at least
+    // one aligned block.
+    let stages_budget =
+        (whole as usize).saturating_sub(RING_SLOTS * ALIGN_BYTES + ROUTE_TABLE_BYTES);
     let fits = |r: usize| stages_budget / (2 * r + 1 + RING_SLOTS) >= ALIGN_BYTES;
     while ranges > 1 && !fits(ranges) {
         ranges -= 1;
@@ -118,7 +126,8 @@ mod tests {
                 ranges,
                 stage_bytes,
             } => {
-                let pass1 = rings + ((2 * ranges + 1 + RING_SLOTS) * stage_bytes) as u64;
+                let pass1 = rings
+                    + ((2 * ranges + 1 + RING_SLOTS) * stage_bytes + ROUTE_TABLE_BYTES) as u64;
                 let pass2 = (RING_SLOTS * p.chunk_bytes) as u64
                     + 2 * (p.arena_bytes as u64 + index(p.arena_bytes));
                 pass1.max(pass2)

@@ -111,7 +111,7 @@ fn msd(data: &mut [u128], spare: &mut [u128], mut d: usize) {
             return;
         }
         if d == KEY_BYTES {
-            // Every key is equal: equal keys keep no particular order.
+            // Every key is equal (the scatters are stable, so these stay in record order).
             return;
         }
         let mut counts = [0usize; 256];
@@ -187,6 +187,36 @@ mod tests {
                     let i = w as u32 as usize;
                     arena[i * RECORD_BYTES..][..KEY_BYTES].to_vec()
                 })
+                .collect();
+            assert_eq!(got, expected, "threads {threads}");
+        }
+    }
+
+    #[test]
+    fn many_copies_of_few_keys_are_sorted() {
+        // Ranges of equal keys far longer than the comparison sort's threshold, and keys
+        // that agree on every byte but the last.
+        let mut arena = Vec::new();
+        for i in 0..30_000u32 {
+            let mut key = *b"same-key!!";
+            key[9] = (i.wrapping_mul(2_654_435_761) >> 29) as u8;
+            if i % 5 == 0 {
+                key[0] = 0;
+            }
+            arena.extend(record(key));
+        }
+        let mut expected: Vec<Vec<u8>> = arena
+            .chunks(RECORD_BYTES)
+            .map(|r| r[..KEY_BYTES].to_vec())
+            .collect();
+        expected.sort();
+        for threads in [1, 2] {
+            let (mut items, mut scratch) = (Vec::new(), Vec::new());
+            index(&arena, &mut items);
+            sort(&mut items, &mut scratch, threads);
+            let got: Vec<Vec<u8>> = items
+                .iter()
+                .map(|&w| arena[(w as u32 as usize) * RECORD_BYTES..][..KEY_BYTES].to_vec())
                 .collect();
             assert_eq!(got, expected, "threads {threads}");
         }

@@ -6,6 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::plan::ROUTE_PREFIXES;
 use super::radix::key_of;
 use super::stages::{self, ReadTask, Stage};
 use super::{Progress, RECORD_BYTES};
@@ -91,7 +92,7 @@ impl Router {
         }
         range_pos.push(presorted.len());
         presorted.push(false);
-        let first = (0..=PREFIXES)
+        let first = (0..=ROUTE_PREFIXES)
             .map(|p| splitters.partition_point(|&s| prefix(s) < p) as u32)
             .collect();
         Router {
@@ -125,12 +126,9 @@ impl Router {
     }
 }
 
-/// Values of a key's first two bytes.
-const PREFIXES: usize = 1 << 16;
-
 /// A key's first two bytes (keys are 80 bits at the bottom of a `u128`).
 fn prefix(key: u128) -> usize {
-    (key >> 64) as usize & (PREFIXES - 1)
+    (key >> 64) as usize & (ROUTE_PREFIXES - 1)
 }
 
 /// A bucket file written by a pass.
