@@ -54,7 +54,7 @@ impl AlignedBuf {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoMode {
     /// `O_DIRECT` wherever the file system takes it, the page cache where it refuses.
-    /// Copying every byte into and out of the page cache cost more than half of a buffered
+    /// Copying every byte into and out of the page cache cost about half of a buffered
     /// sort's time here (docs/benchmarks/sort.md), and the sort reads each byte once per
     /// pass, so a cache would gain it nothing.
     #[default]
