@@ -84,6 +84,9 @@ pub(crate) fn direct_for_file(path: &Path, mode: IoMode) -> std::io::Result<bool
     decide(tried, mode, path)
 }
 
+/// Fresh probe names tried before an `AlreadyExists` is reported as it is.
+const PROBE_TRIES_MAX: u32 = 64;
+
 /// Distinguishes the probe files of sorts running at once in one process.
 static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -94,7 +97,9 @@ pub(crate) fn direct_for_dir(dir: &Path, mode: IoMode) -> std::io::Result<bool> 
     if mode == IoMode::Buffered {
         return Ok(false);
     }
+    let mut tries = 0;
     let (probe, file) = loop {
+        tries += 1;
         let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let probe = dir.join(format!(".spindle-sort-probe-{}-{n}", std::process::id()));
         match OpenOptions::new()
@@ -104,7 +109,9 @@ pub(crate) fn direct_for_dir(dir: &Path, mode: IoMode) -> std::io::Result<bool> 
             .custom_flags(libc::O_DIRECT)
             .open(&probe)
         {
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < PROBE_TRIES_MAX => {
+                continue
+            }
             opened => break (probe, opened),
         }
     };

@@ -172,6 +172,8 @@ mod tests {
                 .map(|&w| &arena[(w as u32 as usize) * RECORD_BYTES..][..KEY_BYTES])
                 .collect();
             assert_eq!(got, expected, "threads {threads}");
+            // Stable: equal keys keep their input order (record numbers rise).
+            assert!(items.windows(2).all(|w| w[0] < w[1]), "threads {threads}");
         }
     }
 
