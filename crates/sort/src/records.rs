@@ -190,7 +190,13 @@ fn sort_with_plan(
         tmp: out_dir.join(format!(".{name}.spindle-sort-{}", std::process::id())),
         done: false,
     };
-    let needed_bytes = 2 * input_bytes;
+    // Free space the sort needs on its disk: the output; or the buckets (as much as the
+    // input), which pass two removes one by one as it reads them, before it writes their
+    // records to the output, and room for the bucket being split when one is split again.
+    let needed_bytes = match plan.mode {
+        Mode::InMemory => input_bytes,
+        Mode::External { .. } => input_bytes + plan.arena_bytes as u64,
+    };
     let mut direct = DirectReport {
         input: aligned::direct_for_file(input, opts.io).map_err(|source| SortError::Input {
             path: input.to_path_buf(),
@@ -206,6 +212,7 @@ fn sort_with_plan(
         bytes: input_bytes,
         presorted: false,
         direct: direct.input,
+        remove_when_read: false,
     };
     let mut report = RecordSortReport {
         input_bytes,
@@ -273,6 +280,7 @@ fn sort_with_plan(
                     bytes: b.bytes,
                     presorted: b.presorted,
                     direct: direct.buckets,
+                    remove_when_read: true,
                 })
                 .collect();
             emit(
@@ -330,9 +338,9 @@ fn split_oversized(
             bytes: b.bytes,
             presorted: false,
             direct: d.direct,
+            remove_when_read: true,
         };
         let children = split::distribute(&task, d, progress)?;
-        let _ = std::fs::remove_file(&b.path);
         splits += 1;
         todo.extend(children.into_iter().rev());
     }

@@ -28,6 +28,9 @@ pub(crate) struct ReadTask {
     pub(crate) presorted: bool,
     /// Whether to read it with O_DIRECT.
     pub(crate) direct: bool,
+    /// Remove the file once all of it is read (a bucket: its space is free for the output
+    /// before the output of its records is written).
+    pub(crate) remove_when_read: bool,
 }
 
 /// Builds a read ring of `slots` slots of `slot_bytes` and its one consumer.
@@ -93,6 +96,11 @@ pub(crate) fn read_files(
                 });
             }
             offset += got as u64;
+        }
+        if task.remove_when_read {
+            drop(file);
+            // Best effort: a bucket left here goes with the temporary directory at the end.
+            let _ = std::fs::remove_file(&task.path);
         }
     }
     Ok(())
