@@ -805,7 +805,8 @@ impl System for Device {
 /// round: its writer hands over what it drained from its queue); `syncs_in_flight_max`
 /// syncers each take everything handed over so far and `fdatasync` it (Spindle's group
 /// commit). A file holds at most `volume_bytes_max`
-/// bytes; the next is started once everything is synced, as Spindle seals a volume. No
+/// bytes, its blocks reserved as a volume's are; the next is started once everything is
+/// synced, as Spindle seals a volume. No
 /// hashing, no index, no copy into a buffer, no headers: what is left is the page-cache copy
 /// and the syncs, overlapped as Spindle overlaps them. A chunk's latency runs from its write
 /// to the end of the sync that covered it.
@@ -843,7 +844,7 @@ fn device_put(
         written: Vec::with_capacity(n),
         taken: 0,
         synced: 0,
-        file: Arc::new(File::create(device_file(path, 0))?),
+        file: Arc::new(device_create(&device_file(path, 0), &opts)?),
         failed: false,
     });
     let cv = std::sync::Condvar::new();
@@ -908,7 +909,9 @@ fn device_put(
                         st = cv.wait(st).expect("state lock");
                     }
                     if !st.failed {
-                        match File::create(device_file(path, no)) {
+                        // Sealed: its blocks past the end go back, as Spindle's do.
+                        let _ = st.file.set_len(st.file.metadata().map_or(0, |m| m.len()));
+                        match device_create(&device_file(path, no), &opts) {
                             Ok(f) => st.file = Arc::new(f),
                             Err(e) => {
                                 written = Err(e);
@@ -963,6 +966,19 @@ fn device_put(
     let secs = start.elapsed().as_secs_f64();
     let h = h.into_inner().expect("histogram lock");
     Ok(row("device", "put", n, size, secs, &h))
+}
+
+/// A file of the probe, its blocks reserved as Spindle reserves a volume's
+/// (`fallocate` with `FALLOC_FL_KEEP_SIZE` up to `volume_bytes_max`, best effort).
+fn device_create(path: &Path, opts: &Options) -> std::io::Result<File> {
+    let file = File::create(path)?;
+    let _ = rustix::fs::fallocate(
+        &file,
+        rustix::fs::FallocateFlags::KEEP_SIZE,
+        0,
+        opts.volume_bytes_max,
+    );
+    Ok(file)
 }
 
 /// Which of `device`'s files holds chunk `i`, and where: files of at most Spindle's

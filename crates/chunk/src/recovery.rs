@@ -141,11 +141,14 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16) -> Result<Recove
                 entries: last.entries,
                 sync_handles: None,
             });
-        } else if !last.from_hint {
+        } else {
             // A lane of the newest generation when the lane count changed: sealed from now
-            // on, so it gets its hint.
-            let hint_bytes = volume::write_hint(fs, dir, n, len, &last.entries)?;
-            catalog.volumes.get_mut(&n).expect("added above").hint_bytes = hint_bytes;
+            // on, so it gives back the blocks reserved past its end and gets its hint.
+            let _ = file.unreserve();
+            if !last.from_hint {
+                let hint_bytes = volume::write_hint(fs, dir, n, len, &last.entries)?;
+                catalog.volumes.get_mut(&n).expect("added above").hint_bytes = hint_bytes;
+            }
         }
     }
     volume::sync_dir(fs, dir)?;

@@ -305,6 +305,9 @@ impl ChunkStore {
         let lock = lock_marker(&*fs, &dir)?;
         let lanes = u16::try_from(opts.active_volumes).expect("checked: at most 64");
         let recovered = recovery::recover(&*fs, &dir, lanes)?;
+        for active in &recovered.lanes.active {
+            writer::reserve_volume(active, opts.volume_bytes_max);
+        }
         let shared = Arc::new(Shared {
             fs,
             dir,

@@ -57,6 +57,18 @@ pub trait FsFile: Send + Sync + Debug {
     fn zero_range(&self, from: u64, to: u64) -> io::Result<()>;
     /// Cut or extend the file to `len` bytes (new bytes zero); durable after `sync_all`.
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Reserve disk blocks for the file's first `len` bytes without changing its size or any
+    /// byte (`fallocate` with `FALLOC_FL_KEEP_SIZE`), so that appends within them allocate
+    /// nothing. Best effort: `Ok` where the file system cannot (and in the simulated disk,
+    /// which models bytes, not blocks); an error (such as a full disk) changes nothing.
+    fn reserve(&self, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    /// Give back the blocks reserved past the file's size. Changes no byte and no size; call
+    /// it only while nothing writes to the file.
+    fn unreserve(&self) -> io::Result<()> {
+        Ok(())
+    }
     /// Hint that reads are random (no readahead). A no-op where there is no page cache.
     fn advise_random(&self) -> io::Result<()> {
         Ok(())
@@ -355,6 +367,19 @@ impl FsFile for StdFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn reserve(&self, len: u64) -> io::Result<()> {
+        match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
+            Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn unreserve(&self) -> io::Result<()> {
+        // Truncating to the size it has frees the blocks past it (ext4, XFS).
+        let len = self.file.metadata()?.len();
         self.file.set_len(len)
     }
 

@@ -1,0 +1,106 @@
+//! On a real file system that reserves blocks (`fallocate` with `FALLOC_FL_KEEP_SIZE`: ext4,
+//! XFS, tmpfs), the volume being appended to has its blocks reserved up to
+//! `volume_bytes_max`, and every volume that is sealed gives back what it did not fill: at a
+//! seal, and at an open that seals a lane's volume because the lane count changed. Sizes and
+//! contents never change. Skipped where the file system reserves nothing.
+
+mod common;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use spindle_chunk::{format, ChunkStore, Options};
+
+const VOLUME: u64 = 4 << 20;
+
+fn opts(lanes: usize) -> Options {
+    Options {
+        volume_bytes_max: VOLUME,
+        write_buffer_bytes_max: 1 << 20,
+        chunk_bytes_max: 512 << 10,
+        compact_in_background: false,
+        active_volumes: lanes,
+        ..Options::default()
+    }
+}
+
+/// (size, bytes of blocks allocated) of volume `n`.
+fn usage(dir: &Path, n: u32) -> (u64, u64) {
+    let m = std::fs::metadata(format::volume_path(dir, n)).unwrap();
+    (m.len(), m.blocks() * 512)
+}
+
+/// Whether the file system under `dir` reserves blocks past a file's size.
+fn reserves(dir: &Path) -> bool {
+    let path = dir.join("probe");
+    let file = std::fs::File::create(&path).unwrap();
+    let ok = rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, 1 << 20)
+        .is_ok()
+        && file.metadata().unwrap().blocks() * 512 >= 1 << 20;
+    std::fs::remove_file(&path).unwrap();
+    ok
+}
+
+fn volumes(dir: &Path) -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".volume")?.parse().ok()
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn the_active_volume_has_its_blocks_reserved_and_sealed_ones_give_them_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    if !reserves(tmp.path()) {
+        println!("skipped: this file system reserves no blocks past a file's size");
+        return;
+    }
+    let dir = tmp.path().join("chunks");
+    let store = ChunkStore::open(&dir, opts(1)).unwrap();
+    let mut stored = Vec::new();
+    // 300 KiB chunks: 13 fill a 4 MiB volume, so 40 seal three volumes.
+    for i in 0..40u64 {
+        let data = common::chunk(i, 300 << 10);
+        stored.push((store.put(&data).unwrap(), data));
+    }
+    let names = volumes(&dir);
+    assert!(names.len() >= 3, "several volumes: {names:?}");
+    let (active, sealed) = names.split_last().unwrap();
+    for &n in sealed {
+        let (len, allocated) = usage(&dir, n);
+        assert!(
+            allocated < len + (64 << 10),
+            "sealed volume {n}: {allocated} bytes allocated for {len}"
+        );
+    }
+    let (len, allocated) = usage(&dir, *active);
+    assert!(len < VOLUME, "{len}");
+    assert!(
+        allocated >= VOLUME,
+        "active volume {active}: {allocated} bytes allocated, {VOLUME} reserved"
+    );
+    store.close().unwrap();
+
+    // Reopened with two lanes: the old lane's volume is sealed and gives its blocks back;
+    // the new lanes' volumes are reserved.
+    let store = ChunkStore::open(&dir, opts(2)).unwrap();
+    for (id, data) in &stored {
+        assert_eq!(store.get(id).unwrap().as_deref(), Some(&data[..]), "{id}");
+    }
+    let (len, allocated) = usage(&dir, *active);
+    assert!(
+        allocated < len + (64 << 10),
+        "volume {active}, sealed at the reopen: {allocated} bytes allocated for {len}"
+    );
+    let new: Vec<u32> = volumes(&dir).into_iter().filter(|n| n > active).collect();
+    assert_eq!(new.len(), 2, "one new volume per lane: {new:?}");
+    for n in new {
+        assert!(usage(&dir, n).1 >= VOLUME, "volume {n} of a new lane");
+    }
+    store.close().unwrap();
+}
