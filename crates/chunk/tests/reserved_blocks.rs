@@ -1,8 +1,9 @@
 //! On a real file system that reserves blocks (`fallocate` with `FALLOC_FL_KEEP_SIZE`: ext4,
 //! XFS, tmpfs), the volume being appended to has its blocks reserved up to
-//! `volume_bytes_max`, and every volume that is sealed gives back what it did not fill: at a
-//! seal, and at an open that seals a lane's volume because the lane count changed. Sizes and
-//! contents never change. Skipped where the file system reserves nothing.
+//! `volume_bytes_max`, and every volume that is sealed or closed gives back what it did not
+//! fill: at a seal, at a clean close, and at an open that seals a lane's volume because the
+//! lane count changed. Sizes and contents never change. Skipped where the file system
+//! reserves nothing.
 
 mod common;
 
@@ -85,6 +86,11 @@ fn the_active_volume_has_its_blocks_reserved_and_sealed_ones_give_them_back() {
         "active volume {active}: {allocated} bytes allocated, {VOLUME} reserved"
     );
     store.close().unwrap();
+    let (len, allocated) = usage(&dir, *active);
+    assert!(
+        allocated < len + (64 << 10),
+        "volume {active} after a clean close: {allocated} bytes allocated for {len}"
+    );
 
     // Reopened with two lanes: the old lane's volume is sealed and gives its blocks back;
     // the new lanes' volumes are reserved.

@@ -59,8 +59,9 @@ pub trait FsFile: Send + Sync + Debug {
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Reserve disk blocks for the file's first `len` bytes without changing its size or any
     /// byte (`fallocate` with `FALLOC_FL_KEEP_SIZE`), so that appends within them allocate
-    /// nothing. Best effort: `Ok` where the file system cannot (and in the simulated disk,
-    /// which models bytes, not blocks); an error (such as a full disk) changes nothing.
+    /// nothing. Best effort: `Ok` without reserving where the file system cannot, where it
+    /// has less than `2 × len` free, and in the simulated disk (which models bytes, not
+    /// blocks); after an error (such as a full disk) what was reserved is given back.
     fn reserve(&self, _len: u64) -> io::Result<()> {
         Ok(())
     }
@@ -371,9 +372,19 @@ impl FsFile for StdFile {
     }
 
     fn reserve(&self, len: u64) -> io::Result<()> {
+        // Only where the disk keeps as much free again: a reservation must not be what
+        // fills it for everything else.
+        let fs = rustix::fs::fstatvfs(&self.file)?;
+        if fs.f_bavail.saturating_mul(fs.f_frsize) < len.saturating_mul(2) {
+            return Ok(());
+        }
         match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
             Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) => Ok(()),
-            Err(e) => Err(e.into()),
+            Err(e) => {
+                // A failed fallocate may keep what it allocated before failing (ext4).
+                let _ = self.unreserve();
+                Err(e.into())
+            }
         }
     }
 

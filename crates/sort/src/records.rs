@@ -191,9 +191,11 @@ fn sort_with_plan(
         done: false,
     };
     // Free space the sort needs on its disk: the output; or the buckets (as much as the
-    // input), which pass two removes one by one as it reads them, before it writes their
-    // records to the output, and room for the bucket being split when one is split again.
-    let needed_bytes = match plan.mode {
+    // input), which pass two removes one by one once it has read each, plus room for the
+    // largest bucket, which may still be on disk while its first records are written (a
+    // bucket of one key larger than an arena) or while its parts are (a bucket split again).
+    // Until pass 1 has measured the buckets, an arena stands for the largest.
+    let mut needed_bytes = match plan.mode {
         Mode::InMemory => input_bytes,
         Mode::External { .. } => input_bytes + plan.arena_bytes as u64,
     };
@@ -264,6 +266,8 @@ fn sort_with_plan(
             };
             let buckets = split::distribute(&whole, &d, progress)?;
             phases.end("pass 1: read, bucket, write", input_bytes);
+            needed_bytes = input_bytes + largest_bucket(&buckets).max(plan.arena_bytes as u64);
+            d.needed_bytes = needed_bytes;
             let mut next_file = buckets.len() + ranges * 2 + 1;
             let (buckets, splits) =
                 split_oversized(buckets, &plan, &mut d, &mut next_file, progress)?;
@@ -273,6 +277,7 @@ fn sort_with_plan(
                 phases.end("split oversized buckets", 0);
             }
             report.buckets = buckets.len();
+            needed_bytes = input_bytes + largest_bucket(&buckets).max(plan.arena_bytes as u64);
             let tasks: Vec<ReadTask> = buckets
                 .into_iter()
                 .map(|b| ReadTask {
@@ -301,6 +306,10 @@ fn sort_with_plan(
     guard.done = true;
     report.phases = phases.list;
     Ok(report)
+}
+
+fn largest_bucket(buckets: &[Bucket]) -> u64 {
+    buckets.iter().map(|b| b.bytes).max().unwrap_or(0)
 }
 
 /// Splits every range bucket larger than an arena again (depth first, in key order).
