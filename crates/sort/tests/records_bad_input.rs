@@ -9,7 +9,9 @@ use std::process::Command;
 
 use spindle_sort::records::check::check_file;
 use spindle_sort::records::gen::{generate, GenOptions};
-use spindle_sort::records::{sort_file, IoMode, RecordSortOptions, RECORD_MEMORY_MIN_BYTES};
+use spindle_sort::records::{
+    sort_file, IoMode, RecordSortOptions, RecordSortReport, RECORD_MEMORY_MIN_BYTES,
+};
 use spindle_sort::SortError;
 
 fn opts(memory_bytes: u64) -> RecordSortOptions {
@@ -66,14 +68,21 @@ fn mount_tmpfs(dir: &Path, size: &str) -> bool {
         .unwrap_or(false)
 }
 
-#[test]
-fn full_disk_removes_temporary_files_and_says_how_much_space() {
+/// Sorts 40,000 records (4 MB, input `seed`) with 1 MiB of memory into a tmpfs of `size`,
+/// through the page cache and with O_DIRECT (tmpfs takes it on Linux 6.6 and later); `after`
+/// looks at each sort's result, the input and the tmpfs before the next sort. `None` where
+/// no tmpfs can be mounted (not root).
+fn sort_into_tmpfs<T>(
+    size: &str,
+    seed: u64,
+    mut after: impl FnMut(&Result<RecordSortReport, SortError>, &Path, &Path) -> T,
+) -> Option<Vec<(IoMode, T)>> {
     let base = tempfile::tempdir().unwrap();
     let small = base.path().join("small");
     std::fs::create_dir(&small).unwrap();
-    if !mount_tmpfs(&small, "3m") {
+    if !mount_tmpfs(&small, size) {
         eprintln!("skipped: cannot mount a tmpfs here (needs root)");
-        return;
+        return None;
     }
     let inp = base.path().join("in");
     generate(
@@ -82,42 +91,53 @@ fn full_disk_removes_temporary_files_and_says_how_much_space() {
             records: 40_000,
             ascii: false,
             skew: false,
-            seed: 9,
+            seed,
         },
     )
     .unwrap();
-    let out = small.join("out");
-    // Larger than memory: the buckets (4 MB) do not fit in 3 MiB. Through the page cache and
-    // with O_DIRECT (tmpfs takes it on Linux 6.6 and later).
     let mut results = Vec::new();
     for io in [IoMode::Buffered, IoMode::Auto] {
         let result = sort_file(
             &inp,
-            &out,
+            &small.join("out"),
             &RecordSortOptions {
                 io,
                 ..opts(1 << 20)
             },
             &mut |_| {},
         );
-        results.push((io, result, entries(&small)));
+        results.push((io, after(&result, &inp, &small)));
     }
     let _ = Command::new("umount").arg(&small).status();
-    for (io, result, names) in results {
-        let e = result.unwrap_err();
-        assert!(e.is_no_space(), "{io:?}: {e}");
+    Some(results)
+}
+
+#[test]
+fn full_disk_removes_temporary_files_and_says_how_much_space() {
+    // Larger than memory: the buckets (4 MB) do not fit in 3 MiB.
+    let Some(results) = sort_into_tmpfs("3m", 9, |result, _, small| {
+        let error = result.as_ref().err().map(|e| {
+            let needed = match e {
+                SortError::NoSpace { needed_bytes, .. } => Some(*needed_bytes),
+                _ => None,
+            };
+            (e.to_string(), needed)
+        });
+        (error, entries(small))
+    }) else {
+        return;
+    };
+    for (io, (error, names)) in results {
+        let (message, needed) = error.unwrap_or_else(|| panic!("{io:?}: it fit in 3 MiB"));
+        let needed = needed.unwrap_or_else(|| panic!("{io:?}: not NoSpace: {message}"));
         // About the input's size: the input and one arena of the 1 MiB budget.
-        let SortError::NoSpace { needed_bytes, .. } = e else {
-            unreachable!()
-        };
         assert!(
-            (4_000_000..=5_000_000).contains(&needed_bytes),
-            "{io:?}: {needed_bytes}"
+            (4_000_000..=5_000_000).contains(&needed),
+            "{io:?}: {needed}"
         );
         assert!(
-            e.to_string()
-                .contains(&format!("about {needed_bytes} bytes free")),
-            "{io:?}: {e}"
+            message.contains(&format!("about {needed} bytes free")),
+            "{io:?}: {message}"
         );
         assert!(names.is_empty(), "{io:?}: left behind: {names:?}");
     }
@@ -125,50 +145,28 @@ fn full_disk_removes_temporary_files_and_says_how_much_space() {
 
 #[test]
 fn a_disk_with_room_for_less_than_twice_the_input_is_enough() {
-    let base = tempfile::tempdir().unwrap();
-    let small = base.path().join("small");
-    std::fs::create_dir(&small).unwrap();
     // 4 MB of records in 6 MiB: the buckets and the whole output (8 MB) never coexist.
-    if !mount_tmpfs(&small, "6m") {
-        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
-        return;
-    }
-    let inp = base.path().join("in");
-    generate(
-        &inp,
-        &GenOptions {
-            records: 40_000,
-            ascii: false,
-            skew: false,
-            seed: 11,
-        },
-    )
-    .unwrap();
-    let out = small.join("out");
-    let mut results = Vec::new();
-    for io in [IoMode::Buffered, IoMode::Auto] {
-        let result = sort_file(
-            &inp,
-            &out,
-            &RecordSortOptions {
-                io,
-                ..opts(1 << 20)
-            },
-            &mut |_| {},
-        );
-        let check = result
+    let Some(results) = sort_into_tmpfs("6m", 11, |result, inp, small| {
+        let out = small.join("out");
+        let checked = result
             .as_ref()
-            .ok()
-            .map(|_| (check_file(&out).unwrap(), check_file(&inp).unwrap()));
-        let names = entries(&small);
+            .map(|report| {
+                (
+                    report.buckets,
+                    check_file(&out).unwrap(),
+                    check_file(inp).unwrap(),
+                )
+            })
+            .map_err(|e| e.to_string());
+        let names = entries(small);
         let _ = std::fs::remove_file(&out);
-        results.push((io, result, check, names));
-    }
-    let _ = Command::new("umount").arg(&small).status();
-    for (io, result, check, names) in results {
-        let report = result.unwrap_or_else(|e| panic!("{io:?}: {e}"));
-        assert!(report.buckets > 1, "{io:?}: an external sort: {report:?}");
-        let (sorted, input) = check.unwrap();
+        (checked, names)
+    }) else {
+        return;
+    };
+    for (io, (checked, names)) in results {
+        let (buckets, sorted, input) = checked.unwrap_or_else(|e| panic!("{io:?}: {e}"));
+        assert!(buckets > 1, "{io:?}: an external sort");
         assert!(sorted.is_sorted(), "{io:?}: {sorted:?}");
         assert_eq!(sorted.records, 40_000, "{io:?}");
         assert_eq!(sorted.checksum, input.checksum, "{io:?}: the same records");
