@@ -22,8 +22,8 @@ pub enum SortError {
     /// when the error reaches the caller.
     #[error(
         "no space left on device while writing {path}: the sort needs about {needed_bytes} bytes \
-         free (about the size of its input: its buckets, then the output as the buckets are \
-         read and removed); its temporary files were removed"
+         free (its input's size, and for a sort larger than memory its largest bucket \
+         besides: buckets are removed as they are read); its temporary files were removed"
     )]
     NoSpace { path: PathBuf, needed_bytes: u64 },
     /// A write failed for another reason.

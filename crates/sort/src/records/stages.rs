@@ -28,8 +28,8 @@ pub(crate) struct ReadTask {
     pub(crate) presorted: bool,
     /// Whether to read it with O_DIRECT.
     pub(crate) direct: bool,
-    /// Remove the file once all of it is read (a bucket: its space is free for the output
-    /// before the output of its records is written).
+    /// Remove the file once all of it is read (a bucket: its space is then free for the
+    /// output).
     pub(crate) remove_when_read: bool,
 }
 
