@@ -68,13 +68,13 @@ fn mount_tmpfs(dir: &Path, size: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// Sorts 40,000 records (4 MB, input `seed`) with 1 MiB of memory into a tmpfs of `size`,
-/// through the page cache and with O_DIRECT (tmpfs takes it on Linux 6.6 and later); `after`
-/// looks at each sort's result, the input and the tmpfs before the next sort. `None` where
-/// no tmpfs can be mounted (not root).
+/// Sorts the records `input` generates with 1 MiB of memory into a tmpfs of `size`, through
+/// the page cache and with O_DIRECT (tmpfs takes it on Linux 6.6 and later); `after` looks at
+/// each sort's result, the input and the tmpfs before the next sort. `None` where no tmpfs
+/// can be mounted (not root).
 fn sort_into_tmpfs<T>(
     size: &str,
-    seed: u64,
+    input: &GenOptions,
     mut after: impl FnMut(&Result<RecordSortReport, SortError>, &Path, &Path) -> T,
 ) -> Option<Vec<(IoMode, T)>> {
     let base = tempfile::tempdir().unwrap();
@@ -85,16 +85,7 @@ fn sort_into_tmpfs<T>(
         return None;
     }
     let inp = base.path().join("in");
-    generate(
-        &inp,
-        &GenOptions {
-            records: 40_000,
-            ascii: false,
-            skew: false,
-            seed,
-        },
-    )
-    .unwrap();
+    generate(&inp, input).unwrap();
     let mut results = Vec::new();
     for io in [IoMode::Buffered, IoMode::Auto] {
         let result = sort_file(
@@ -115,7 +106,7 @@ fn sort_into_tmpfs<T>(
 #[test]
 fn full_disk_removes_temporary_files_and_says_how_much_space() {
     // Larger than memory: the buckets (4 MB) do not fit in 3 MiB.
-    let Some(results) = sort_into_tmpfs("3m", 9, |result, _, small| {
+    let Some(results) = sort_into_tmpfs("3m", &records(40_000, false, 9), |result, _, small| {
         let error = result.as_ref().err().map(|e| {
             let needed = match e {
                 SortError::NoSpace { needed_bytes, .. } => Some(*needed_bytes),
@@ -143,16 +134,42 @@ fn full_disk_removes_temporary_files_and_says_how_much_space() {
     }
 }
 
+fn records(records: u64, skew: bool, seed: u64) -> GenOptions {
+    GenOptions {
+        records,
+        ascii: false,
+        skew,
+        seed,
+    }
+}
+
 #[test]
 fn a_disk_with_room_for_less_than_twice_the_input_is_enough() {
     // 4 MB of records in 6 MiB: the buckets and the whole output (8 MB) never coexist.
-    let Some(results) = sort_into_tmpfs("6m", 11, |result, inp, small| {
+    room_for_less_than_twice_is_enough("6m", &records(40_000, false, 11));
+}
+
+#[test]
+fn a_skewed_sort_whose_buckets_are_split_again_fits_too() {
+    // 40 MB of skewed records in 48 MiB: one-key buckets larger than an arena and buckets
+    // split again (25 splits at this seed) each stay on disk while read, one at a time.
+    let splits = room_for_less_than_twice_is_enough("48m", &records(400_000, true, 13));
+    assert!(
+        splits.iter().all(|&n| n > 0),
+        "buckets split again: {splits:?}"
+    );
+}
+
+/// Sorts `input` into a tmpfs of `size` in each I/O mode, checks each output, and returns
+/// each sort's count of buckets split again (nothing where no tmpfs can be mounted).
+fn room_for_less_than_twice_is_enough(size: &str, input: &GenOptions) -> Vec<usize> {
+    let Some(results) = sort_into_tmpfs(size, input, |result, inp, small| {
         let out = small.join("out");
         let checked = result
             .as_ref()
             .map(|report| {
                 (
-                    report.buckets,
+                    (report.buckets, report.splits),
                     check_file(&out).unwrap(),
                     check_file(inp).unwrap(),
                 )
@@ -162,14 +179,21 @@ fn a_disk_with_room_for_less_than_twice_the_input_is_enough() {
         let _ = std::fs::remove_file(&out);
         (checked, names)
     }) else {
-        return;
+        return Vec::new();
     };
+    let mut splits = Vec::new();
     for (io, (checked, names)) in results {
-        let (buckets, sorted, input) = checked.unwrap_or_else(|e| panic!("{io:?}: {e}"));
+        let ((buckets, split), sorted, original) =
+            checked.unwrap_or_else(|e| panic!("{io:?}: {e}"));
+        splits.push(split);
         assert!(buckets > 1, "{io:?}: an external sort");
         assert!(sorted.is_sorted(), "{io:?}: {sorted:?}");
-        assert_eq!(sorted.records, 40_000, "{io:?}");
-        assert_eq!(sorted.checksum, input.checksum, "{io:?}: the same records");
+        assert_eq!(sorted.records, input.records, "{io:?}");
+        assert_eq!(
+            sorted.checksum, original.checksum,
+            "{io:?}: the same records"
+        );
         assert_eq!(names, ["out"], "{io:?}: only the output is left");
     }
+    splits
 }
