@@ -910,7 +910,7 @@ fn device_put(
                     }
                     if !st.failed {
                         // Sealed: its blocks past the end go back, as Spindle's do.
-                        let _ = st.file.set_len(st.file.metadata().map_or(0, |m| m.len()));
+                        let _ = spindle_fs::unreserve_blocks(&st.file);
                         match device_create(&device_file(path, no), &opts) {
                             Ok(f) => st.file = Arc::new(f),
                             Err(e) => {
@@ -968,16 +968,11 @@ fn device_put(
     Ok(row("device", "put", n, size, secs, &h))
 }
 
-/// A file of the probe, its blocks reserved as Spindle reserves a volume's
-/// (`fallocate` with `FALLOC_FL_KEEP_SIZE` up to `volume_bytes_max`, best effort).
+/// A file of the probe, its blocks reserved up to `volume_bytes_max` as Spindle reserves a
+/// volume's (best effort).
 fn device_create(path: &Path, opts: &Options) -> std::io::Result<File> {
     let file = File::create(path)?;
-    let _ = rustix::fs::fallocate(
-        &file,
-        rustix::fs::FallocateFlags::KEEP_SIZE,
-        0,
-        opts.volume_bytes_max,
-    );
+    let _ = spindle_fs::reserve_blocks(&file, opts.volume_bytes_max);
     Ok(file)
 }
 

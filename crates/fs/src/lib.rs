@@ -176,6 +176,32 @@ pub trait Fs: Send + Sync + Debug {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StdFs;
 
+/// `FsFile::reserve` on a plain file: blocks for its first `len` bytes reserved with
+/// `fallocate(FALLOC_FL_KEEP_SIZE)`, only where the disk keeps as much free again (a
+/// reservation must not be what fills it for everything else); nothing where the file
+/// system cannot; after a failure, what it reserved is given back.
+pub fn reserve_blocks(file: &std::fs::File, len: u64) -> io::Result<()> {
+    let fs = rustix::fs::fstatvfs(file)?;
+    if fs.f_bavail.saturating_mul(fs.f_frsize) < len.saturating_mul(2) {
+        return Ok(());
+    }
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
+        Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) => Ok(()),
+        Err(e) => {
+            // A failed fallocate may keep what it allocated before failing (ext4).
+            let _ = unreserve_blocks(file);
+            Err(e.into())
+        }
+    }
+}
+
+/// `FsFile::unreserve` on a plain file: truncating it to the size it has frees the blocks
+/// past it (ext4, XFS). Only while nothing writes to it.
+pub fn unreserve_blocks(file: &std::fs::File) -> io::Result<()> {
+    let len = file.metadata()?.len();
+    file.set_len(len)
+}
+
 /// The default file system, shared.
 pub fn std_fs() -> Arc<dyn Fs> {
     Arc::new(StdFs)
@@ -372,26 +398,11 @@ impl FsFile for StdFile {
     }
 
     fn reserve(&self, len: u64) -> io::Result<()> {
-        // Only where the disk keeps as much free again: a reservation must not be what
-        // fills it for everything else.
-        let fs = rustix::fs::fstatvfs(&self.file)?;
-        if fs.f_bavail.saturating_mul(fs.f_frsize) < len.saturating_mul(2) {
-            return Ok(());
-        }
-        match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
-            Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) => Ok(()),
-            Err(e) => {
-                // A failed fallocate may keep what it allocated before failing (ext4).
-                let _ = self.unreserve();
-                Err(e.into())
-            }
-        }
+        reserve_blocks(&self.file, len)
     }
 
     fn unreserve(&self) -> io::Result<()> {
-        // Truncating to the size it has frees the blocks past it (ext4, XFS).
-        let len = self.file.metadata()?.len();
-        self.file.set_len(len)
+        unreserve_blocks(&self.file)
     }
 
     fn advise_random(&self) -> io::Result<()> {

@@ -264,9 +264,13 @@ fn sort_with_plan(
                 needed_bytes,
                 depth: 0,
             };
+            let needed_for = |buckets: &[Bucket]| {
+                let largest = buckets.iter().map(|b| b.bytes).max().unwrap_or(0);
+                input_bytes + largest.max(plan.arena_bytes as u64)
+            };
             let buckets = split::distribute(&whole, &d, progress)?;
             phases.end("pass 1: read, bucket, write", input_bytes);
-            needed_bytes = input_bytes + largest_bucket(&buckets).max(plan.arena_bytes as u64);
+            needed_bytes = needed_for(&buckets);
             d.needed_bytes = needed_bytes;
             let mut next_file = buckets.len() + ranges * 2 + 1;
             let (buckets, splits) =
@@ -277,7 +281,7 @@ fn sort_with_plan(
                 phases.end("split oversized buckets", 0);
             }
             report.buckets = buckets.len();
-            needed_bytes = input_bytes + largest_bucket(&buckets).max(plan.arena_bytes as u64);
+            needed_bytes = needed_for(&buckets);
             let tasks: Vec<ReadTask> = buckets
                 .into_iter()
                 .map(|b| ReadTask {
@@ -306,10 +310,6 @@ fn sort_with_plan(
     guard.done = true;
     report.phases = phases.list;
     Ok(report)
-}
-
-fn largest_bucket(buckets: &[Bucket]) -> u64 {
-    buckets.iter().map(|b| b.bytes).max().unwrap_or(0)
 }
 
 /// Splits every range bucket larger than an arena again (depth first, in key order).
