@@ -84,12 +84,7 @@ impl EntrySorter {
     /// A sorter with these options; fails if the memory budget is below
     /// [`ENTRY_MEMORY_MIN_BYTES`].
     pub fn new(opts: EntrySortOptions) -> Result<EntrySorter, SortError> {
-        if opts.memory_bytes < ENTRY_MEMORY_MIN_BYTES {
-            return Err(SortError::MemoryTooSmall {
-                memory_bytes: opts.memory_bytes,
-                min_bytes: ENTRY_MEMORY_MIN_BYTES,
-            });
-        }
+        Self::check_memory(opts.memory_bytes)?;
         Ok(EntrySorter {
             memory_bytes: opts.memory_bytes,
             threads: opts.threads.max(1),
@@ -101,6 +96,17 @@ impl EntrySorter {
                 ..SortStats::default()
             },
         })
+    }
+
+    /// `MemoryTooSmall` for a budget `new` would refuse (callers check before they start).
+    pub fn check_memory(memory_bytes: u64) -> Result<(), SortError> {
+        if memory_bytes < ENTRY_MEMORY_MIN_BYTES {
+            return Err(SortError::MemoryTooSmall {
+                memory_bytes,
+                min_bytes: ENTRY_MEMORY_MIN_BYTES,
+            });
+        }
+        Ok(())
     }
 
     /// The largest entry (key plus value plus framing) accepted.

@@ -26,6 +26,12 @@ pub enum SortError {
          besides: buckets are removed as they are read); its temporary files were removed"
     )]
     NoSpace { path: PathBuf, needed_bytes: u64 },
+    /// The disk filled while `gen-records` wrote its file; the partial file was removed.
+    #[error(
+        "no space left on device while writing {path}: the records need {needed_bytes} bytes \
+         free; the partial file was removed"
+    )]
+    NoSpaceForRecords { path: PathBuf, needed_bytes: u64 },
     /// A write failed for another reason.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -60,6 +66,20 @@ pub enum SortError {
         expected_bytes: u64,
         read_bytes: u64,
     },
+    /// The input's length, modification time or identity changed while it was read: the
+    /// output would be a sort of no one state of it, so none is written.
+    #[error(
+        "input {path} was modified during the sort (its {what} changed): nothing was written; \
+         sort it again once nothing writes to it"
+    )]
+    InputModified { path: PathBuf, what: &'static str },
+    /// The input is not a regular file (a directory, a pipe, a device): its length is not
+    /// known up front, and the sort needs it to plan.
+    #[error("input {path} is not a regular file: the sort reads a file of whole records")]
+    InputNotFile { path: PathBuf },
+    /// The output cannot be written where it was asked for.
+    #[error("cannot write the output {path}: {why}")]
+    BadOutput { path: PathBuf, why: String },
     /// Splitting an oversized bucket made no progress (its keys defeat the sampler).
     #[error(
         "bucket of {bytes} bytes could not be split below the memory budget after {depth} splits"
@@ -100,7 +120,10 @@ impl SortError {
 
     /// Whether this error is a full disk.
     pub fn is_no_space(&self) -> bool {
-        matches!(self, SortError::NoSpace { .. })
+        matches!(
+            self,
+            SortError::NoSpace { .. } | SortError::NoSpaceForRecords { .. }
+        )
     }
 }
 

@@ -126,6 +126,26 @@ impl Phases {
     }
 }
 
+/// A name for the output while it is written, beside it: hidden, and unique within the
+/// directory (the process id alone is not: two sorts in one process, or in two containers
+/// that both run as process 1).
+fn tmp_output_name(name: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        ".{name}.spindle-sort-{}-{}-{nanos:08x}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// fsync a directory, so that the names created or renamed in it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// Removes the temporary output unless the sort finished.
 struct OutputGuard {
     tmp: PathBuf,
@@ -148,12 +168,16 @@ pub fn sort_file(
     opts: &RecordSortOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<RecordSortReport, SortError> {
-    let input_bytes = std::fs::metadata(input)
-        .map_err(|source| SortError::Input {
+    let meta = std::fs::metadata(input).map_err(|source| SortError::Input {
+        path: input.to_path_buf(),
+        source,
+    })?;
+    if !meta.is_file() {
+        return Err(SortError::InputNotFile {
             path: input.to_path_buf(),
-            source,
-        })?
-        .len();
+        });
+    }
+    let input_bytes = meta.len();
     std::fs::File::open(input).map_err(|source| SortError::Input {
         path: input.to_path_buf(),
         source,
@@ -165,8 +189,73 @@ pub fn sort_file(
             record_bytes: RECORD_BYTES as u64,
         });
     }
+    check_output(output)?;
     let plan = plan::plan(input_bytes, opts.memory_bytes)?;
     sort_with_plan(input, output, input_bytes, plan, opts, progress)
+}
+
+/// Refuses an output that could only fail after the whole sort: one whose directory is
+/// missing, or that is a directory itself.
+fn check_output(output: &Path) -> Result<(), SortError> {
+    let bad = |why: &str| SortError::BadOutput {
+        path: output.to_path_buf(),
+        why: why.to_owned(),
+    };
+    if output.file_name().is_none() {
+        return Err(bad("it names no file"));
+    }
+    if output.is_dir() {
+        return Err(bad("it is a directory"));
+    }
+    match output.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
+            Err(bad("its directory does not exist"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// What identifies the state of the input: it must not change while the sort reads it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct InputState {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl InputState {
+    fn of(path: &Path) -> Result<InputState, SortError> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).map_err(|source| SortError::Input {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(InputState {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            modified: m.modified().ok(),
+        })
+    }
+
+    /// `InputModified` unless `path` is still in this state.
+    fn check(&self, path: &Path) -> Result<(), SortError> {
+        let now = InputState::of(path)?;
+        let what = if (now.dev, now.ino) != (self.dev, self.ino) {
+            "identity (it was replaced)"
+        } else if now.len != self.len {
+            "length"
+        } else if now.modified != self.modified {
+            "modification time"
+        } else {
+            return Ok(());
+        };
+        Err(SortError::InputModified {
+            path: path.to_path_buf(),
+            what,
+        })
+    }
 }
 
 /// The sort after validation and planning (tests shrink the plan's arenas to force splits).
@@ -186,8 +275,9 @@ fn sort_with_plan(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let started_as = InputState::of(input)?;
     let mut guard = OutputGuard {
-        tmp: out_dir.join(format!(".{name}.spindle-sort-{}", std::process::id())),
+        tmp: out_dir.join(tmp_output_name(&name)),
         done: false,
     };
     // Free space the sort needs on its disk: the output; or the buckets (as much as the
@@ -243,7 +333,7 @@ fn sort_with_plan(
             ranges,
             stage_bytes,
         } => {
-            let tmp_parent = opts.tmp_dir.clone().unwrap_or(out_dir);
+            let tmp_parent = opts.tmp_dir.clone().unwrap_or_else(|| out_dir.clone());
             let tmp = tempfile::Builder::new()
                 .prefix(".spindle-sort-")
                 .tempdir_in(&tmp_parent)
@@ -270,6 +360,8 @@ fn sort_with_plan(
             };
             let buckets = split::distribute(&whole, &d, progress)?;
             phases.end("pass 1: read, bucket, write", input_bytes);
+            // Pass one read all of the input: it must still be what the sort started on.
+            started_as.check(input)?;
             needed_bytes = needed_for(&buckets);
             d.needed_bytes = needed_bytes;
             let mut next_file = buckets.len() + ranges * 2 + 1;
@@ -306,8 +398,12 @@ fn sort_with_plan(
             drop(tmp);
         }
     }
+    // The in-memory sort read the input while it wrote; pass two no longer reads it.
+    started_as.check(input)?;
     std::fs::rename(&guard.tmp, output).map_err(|e| SortError::write(output, needed_bytes, e))?;
     guard.done = true;
+    // The new name must survive a power cut too, not only the file's bytes.
+    sync_dir(&out_dir).map_err(|e| SortError::write(&out_dir, needed_bytes, e))?;
     report.phases = phases.list;
     Ok(report)
 }

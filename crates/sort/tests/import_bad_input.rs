@@ -103,3 +103,63 @@ fn a_non_empty_directory_is_refused_and_left_alone() {
     let err = import(&options(&served, 2), &inputs, &Quiet).unwrap_err();
     assert!(matches!(err, ImportError::NotEmpty { .. }), "{err}");
 }
+
+#[test]
+fn a_tmp_directory_the_user_names_keeps_everything_of_theirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let writes = random_writes(6, 40, 3);
+    let inputs = write_inputs(dir.path(), &writes, 2);
+    // The user's scratch directory holds the inputs and a file of their own.
+    let scratch = dir.path().to_path_buf();
+    std::fs::write(scratch.join("keep-me"), b"mine").unwrap();
+    let before: Vec<_> = names(&scratch);
+    let data = dir.path().join("data");
+    let opts = spindle_sort::import::ImportOptions {
+        tmp_dir: Some(scratch.clone()),
+        ..options(&data, 2)
+    };
+    import(&opts, &inputs, &Quiet).unwrap();
+    let mut after = names(&scratch);
+    after.retain(|n| n != "data");
+    assert_eq!(after, before, "only the data directory was added");
+    assert_eq!(std::fs::read(scratch.join("keep-me")).unwrap(), b"mine");
+    let node = Node::open(config(&data)).unwrap();
+    assert_eq!(node.log.durable_index(), Index::new(writes.len() as u64));
+    node.shutdown();
+}
+
+#[test]
+fn an_input_that_cannot_be_read_is_refused_before_the_directory_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let writes = random_writes(7, 10, 2);
+    let mut inputs = write_inputs(dir.path(), &writes, 1);
+    let data = dir.path().join("data");
+    for bad in [dir.path().join("absent.jsonl"), dir.path().to_path_buf()] {
+        inputs.push(bad.clone());
+        let err = import(&options(&data, 2), &inputs, &Quiet).unwrap_err();
+        assert!(
+            matches!(&err, ImportError::Io { path, .. } if *path == bad),
+            "{err}"
+        );
+        assert!(!data.exists(), "{bad:?}: the data directory was made");
+        inputs.pop();
+    }
+    let opts = spindle_sort::import::ImportOptions {
+        sort_memory_bytes: 1,
+        ..options(&data, 2)
+    };
+    let err = import(&opts, &inputs, &Quiet).unwrap_err();
+    assert!(err.to_string().contains("too small"), "{err}");
+    assert!(!data.exists(), "a refused budget made the data directory");
+    // Corrected, the same command goes through.
+    import(&options(&data, 2), &inputs, &Quiet).unwrap();
+}
+
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}

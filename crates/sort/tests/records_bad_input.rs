@@ -197,3 +197,126 @@ fn room_for_less_than_twice_is_enough(size: &str, input: &GenOptions) -> Vec<usi
     }
     splits
 }
+
+#[test]
+fn an_input_written_to_during_the_sort_gives_an_error_and_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (inp, out) = (dir.path().join("in"), dir.path().join("out"));
+    // In memory (one read) and larger than memory (pass one reads it).
+    for (records, memory) in [(2_000u64, 64u64 << 20), (40_000, 1 << 20)] {
+        generate(&inp, &records_opts(records)).unwrap();
+        let mut grown = false;
+        let e = sort_file(&inp, &out, &opts(memory), &mut |_| {
+            if !grown {
+                // Another writer appends a record while the sort reads.
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new().append(true).open(&inp).unwrap();
+                f.write_all(&[b'z'; 100]).unwrap();
+                grown = true;
+            }
+        })
+        .unwrap_err();
+        assert!(grown, "the sort reported no progress");
+        assert!(
+            matches!(e, SortError::InputModified { what: "length", .. }),
+            "{records}: {e}"
+        );
+        assert!(
+            e.to_string().contains("was modified during the sort"),
+            "{e}"
+        );
+        assert_eq!(entries(dir.path()), ["in"], "{records}: left behind");
+    }
+}
+
+#[test]
+fn inputs_that_are_not_files_and_outputs_that_cannot_be_written_are_refused_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (inp, out) = (dir.path().join("in"), dir.path().join("out"));
+    generate(&inp, &records_opts(100)).unwrap();
+    for not_a_file in [dir.path(), Path::new("/dev/null")] {
+        let e = sort_file(not_a_file, &out, &opts(64 << 20), &mut |_| {}).unwrap_err();
+        assert!(matches!(e, SortError::InputNotFile { .. }), "{e}");
+    }
+    std::fs::create_dir(dir.path().join("a-dir")).unwrap();
+    for (bad, why) in [
+        (dir.path().join("a-dir"), "it is a directory"),
+        (
+            dir.path().join("absent/out"),
+            "its directory does not exist",
+        ),
+    ] {
+        let e = sort_file(&inp, &bad, &opts(64 << 20), &mut |_| {}).unwrap_err();
+        assert!(matches!(e, SortError::BadOutput { .. }), "{e}");
+        assert!(e.to_string().contains(why), "{e}");
+    }
+    assert_eq!(entries(dir.path()), ["a-dir", "in"]);
+}
+
+#[test]
+fn two_sorts_into_one_output_at_once_do_not_clobber_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let inputs: Vec<_> = (0..2u64)
+        .map(|i| {
+            let inp = dir.path().join(format!("in{i}"));
+            generate(
+                &inp,
+                &GenOptions {
+                    seed: 20 + i,
+                    ..records_opts(30_000)
+                },
+            )
+            .unwrap();
+            inp
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for inp in &inputs {
+            let out = &out;
+            s.spawn(move || sort_file(inp, out, &opts(1 << 20), &mut |_| {}).unwrap());
+        }
+    });
+    // The output is one whole sort: of one input or the other, never a mix.
+    let sorted = check_file(&out).unwrap();
+    assert!(sorted.is_sorted());
+    let sums: Vec<_> = inputs
+        .iter()
+        .map(|i| check_file(i).unwrap().checksum)
+        .collect();
+    assert!(sums.contains(&sorted.checksum), "a mix of both inputs");
+    assert_eq!(entries(dir.path()), ["in0", "in1", "out"]);
+}
+
+#[test]
+fn generated_records_on_a_full_disk_leave_nothing_and_say_so() {
+    let base = tempfile::tempdir().unwrap();
+    let small = base.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    if !mount_tmpfs(&small, "1m") {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    let e = generate(&small.join("in"), &records_opts(20_000)).unwrap_err();
+    let names = entries(&small);
+    let _ = Command::new("umount").arg(&small).status();
+    assert!(
+        matches!(
+            e,
+            SortError::NoSpaceForRecords {
+                needed_bytes: 2_000_000,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("the partial file was removed"),
+        "{e}"
+    );
+    assert!(names.is_empty(), "left behind: {names:?}");
+}
+
+fn records_opts(records: u64) -> GenOptions {
+    self::records(records, false, 5)
+}

@@ -203,10 +203,20 @@ pub fn import(
         return Err(ImportError::NoPartitions);
     }
     let data = &opts.data_dir;
+    // Everything that can be checked before the data directory is touched is: a typo in an
+    // input's path must not leave a directory that a second attempt is refused.
+    let input_total = check_inputs(inputs)?;
+    if !opts.log_only {
+        EntrySorter::check_memory(opts.sort_memory_bytes)?;
+    }
     begin(data)?;
     let mut report = ImportReport::default();
 
     let started = Instant::now();
+    // A directory the user named is theirs: the sorter works in a private directory inside
+    // it, which it removes itself, and nothing else in it is touched. The default one is
+    // inside the data directory and removed at the end.
+    let own_tmp = opts.tmp_dir.is_none();
     let tmp = opts
         .tmp_dir
         .clone()
@@ -225,7 +235,14 @@ pub fn import(
             threads: opts.threads.max(1),
         })?)
     };
-    parse_and_log(opts, inputs, sorter.as_mut(), &mut report, progress)?;
+    parse_and_log(
+        opts,
+        inputs,
+        input_total,
+        sorter.as_mut(),
+        &mut report,
+        progress,
+    )?;
     report
         .phase_seconds
         .push((Phase::Parse, started.elapsed().as_secs_f64()));
@@ -311,7 +328,10 @@ pub fn import(
         .push((Phase::Ingest, phase.elapsed().as_secs_f64()));
     failpoint!("import::before_unmark");
 
-    for dir in [&table_dir, &tmp] {
+    for dir in [Some(&table_dir), own_tmp.then_some(&tmp)]
+        .into_iter()
+        .flatten()
+    {
         if dir.exists() {
             std::fs::remove_dir_all(dir).map_err(io_at(dir))?;
         }
@@ -372,21 +392,35 @@ fn sync_dir(dir: &Path) -> Result<(), ImportError> {
 
 /// The first pass: read every line, append it to the log (on a log thread, in batches of
 /// about `LOG_BATCH_BYTES_MAX`), and push its Disk View entry into the sorter.
+/// Every input must be a regular file that can be opened; returns their total size.
+fn check_inputs(inputs: &[PathBuf]) -> Result<u64, ImportError> {
+    let mut total = 0;
+    for path in inputs {
+        let io = |source| ImportError::Io {
+            path: path.clone(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(io)?;
+        if !meta.is_file() {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            )));
+        }
+        std::fs::File::open(path).map_err(io)?;
+        total += meta.len();
+    }
+    Ok(total)
+}
+
 fn parse_and_log(
     opts: &ImportOptions,
     inputs: &[PathBuf],
+    input_total: u64,
     mut sorter: Option<&mut EntrySorter>,
     report: &mut ImportReport,
     progress: &dyn Progress,
 ) -> Result<(), ImportError> {
-    let mut input_total = 0;
-    for path in inputs {
-        let meta = std::fs::metadata(path).map_err(|source| ImportError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        input_total += meta.len();
-    }
     let config = LogConfig {
         group_commit_bytes_max: LOG_BATCH_BYTES_MAX,
         unsynced_bytes_max: 2 * LOG_BATCH_BYTES_MAX as u64,

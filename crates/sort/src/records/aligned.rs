@@ -159,10 +159,12 @@ pub(crate) fn open_read(path: &Path, direct: bool) -> std::io::Result<File> {
     opts.open(path)
 }
 
-/// Creates (truncating) a file for writing, with O_DIRECT if asked.
+/// Creates a new file for writing, with O_DIRECT if asked; refuses one that exists (every
+/// name the sort writes is its own: a bucket in its private directory, the output's
+/// temporary name).
 pub(crate) fn create_write(path: &Path, direct: bool) -> std::io::Result<File> {
     let mut opts = OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
+    opts.write(true).create_new(true);
     if direct {
         opts.custom_flags(libc::O_DIRECT);
     }

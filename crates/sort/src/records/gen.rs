@@ -80,21 +80,45 @@ fn record(out: &mut [u8], rng: &mut Rng, n: u64, opts: &GenOptions) {
     }
 }
 
-/// Writes `opts.records` records to `path`.
+/// Writes `opts.records` records to `path`: under a temporary name beside it, synced, then
+/// renamed and the directory synced, so `path` appears whole or not at all (a full disk
+/// leaves nothing behind).
 pub fn generate(path: &Path, opts: &GenOptions) -> Result<(), SortError> {
     let needed = opts.records * RECORD_BYTES as u64;
-    let file = std::fs::File::create(path).map_err(|e| SortError::write(path, needed, e))?;
-    let mut w = std::io::BufWriter::with_capacity(4 << 20, file);
+    let err = |e: std::io::Error| match SortError::write(path, needed, e) {
+        SortError::NoSpace { path, needed_bytes } => {
+            SortError::NoSpaceForRecords { path, needed_bytes }
+        }
+        other => other,
+    };
+    if path.is_dir() {
+        return Err(SortError::BadOutput {
+            path: path.to_path_buf(),
+            why: "it is a directory".to_owned(),
+        });
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}.spindle-gen-"))
+        .tempfile_in(dir)
+        .map_err(err)?;
+    let mut w = std::io::BufWriter::with_capacity(4 << 20, tmp.as_file());
     let mut rng = Rng(opts.seed);
     let mut buf = [0u8; RECORD_BYTES];
     for n in 0..opts.records {
         record(&mut buf, &mut rng, n, opts);
-        w.write_all(&buf)
-            .map_err(|e| SortError::write(path, needed, e))?;
+        w.write_all(&buf).map_err(err)?;
     }
-    let file = w
-        .into_inner()
-        .map_err(|e| SortError::write(path, needed, e.into_error()))?;
-    file.sync_all()
-        .map_err(|e| SortError::write(path, needed, e))
+    w.flush().map_err(err)?;
+    drop(w);
+    tmp.as_file().sync_all().map_err(err)?;
+    tmp.persist(path).map_err(|e| err(e.error))?;
+    crate::records::sync_dir(dir).map_err(err)
 }

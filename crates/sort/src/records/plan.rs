@@ -65,7 +65,12 @@ fn arena_for(bytes: u64) -> usize {
     arena / ALIGN_BYTES * ALIGN_BYTES
 }
 
-/// Plans a sort; `MemoryTooSmall` below [`RECORD_MEMORY_MIN_BYTES`].
+/// The most memory a sort uses, whatever its budget: an arena then holds fewer than 2^31
+/// records, and the sort word keeps a record's number in 32 bits.
+pub(crate) const RECORD_MEMORY_USED_MAX_BYTES: u64 = 256 << 30;
+
+/// Plans a sort; `MemoryTooSmall` below [`RECORD_MEMORY_MIN_BYTES`]. A budget above
+/// [`RECORD_MEMORY_USED_MAX_BYTES`] is planned as that much.
 pub(crate) fn plan(input_bytes: u64, memory_bytes: u64) -> Result<Plan, SortError> {
     if memory_bytes < RECORD_MEMORY_MIN_BYTES {
         return Err(SortError::MemoryTooSmall {
@@ -73,6 +78,7 @@ pub(crate) fn plan(input_bytes: u64, memory_bytes: u64) -> Result<Plan, SortErro
             min_bytes: RECORD_MEMORY_MIN_BYTES,
         });
     }
+    let memory_bytes = memory_bytes.min(RECORD_MEMORY_USED_MAX_BYTES);
     let chunk_bytes = ((memory_bytes / 64) as usize).clamp(CHUNK_MIN_BYTES, CHUNK_MAX_BYTES)
         / ALIGN_BYTES
         * ALIGN_BYTES;
@@ -132,6 +138,19 @@ mod tests {
                     + 2 * (p.arena_bytes as u64 + index(p.arena_bytes));
                 pass1.max(pass2)
             }
+        }
+    }
+
+    #[test]
+    fn an_arena_never_holds_more_records_than_a_sort_word_can_number() {
+        for (input, memory) in [
+            (600u64 << 30, 1u64 << 40),
+            (10 << 40, 1 << 40),
+            (100 << 30, 1 << 40),
+        ] {
+            let p = plan(input, memory).unwrap();
+            let records = p.arena_bytes as u64 / RECORD_BYTES as u64;
+            assert!(records <= u32::MAX as u64, "{input} / {memory}: {p:?}");
         }
     }
 
