@@ -59,14 +59,18 @@ pub trait FsFile: Send + Sync + Debug {
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Reserve disk blocks for the file's first `len` bytes without changing its size or any
     /// byte (`fallocate` with `FALLOC_FL_KEEP_SIZE`), so that appends within them allocate
-    /// nothing. Best effort: `Ok` without reserving where the file system cannot, where it
-    /// has less than `2 × len` free, and in the simulated disk (which models bytes, not
-    /// blocks); after an error (such as a full disk) what was reserved is given back.
+    /// nothing. Best effort: `Ok` without reserving where the file system cannot and in the
+    /// simulated disk (which models bytes, not blocks); where the disk has less than
+    /// `2 × len` free ([`reservation_fits`]) it reserves nothing and gives back what the
+    /// file already held past its size (a reservation left by a process that crashed);
+    /// after an error (such as a full disk) what was reserved is given back. Call it only
+    /// while nothing writes to the file.
     fn reserve(&self, _len: u64) -> io::Result<()> {
         Ok(())
     }
-    /// Give back the blocks reserved past the file's size. Changes no byte and no size; call
-    /// it only while nothing writes to the file.
+    /// Give back the blocks reserved past the file's size. Changes no byte and no size (the
+    /// modification time, yes); call it only while nothing writes to the file and once what
+    /// was written is synced (a truncate also sets the size the disk keeps).
     fn unreserve(&self) -> io::Result<()> {
         Ok(())
     }
@@ -182,8 +186,9 @@ pub struct StdFs;
 /// system cannot; after a failure, what it reserved is given back.
 pub fn reserve_blocks(file: &std::fs::File, len: u64) -> io::Result<()> {
     let fs = rustix::fs::fstatvfs(file)?;
-    if fs.f_bavail.saturating_mul(fs.f_frsize) < len.saturating_mul(2) {
-        return Ok(());
+    if !reservation_fits(fs.f_bavail.saturating_mul(fs.f_frsize), len) {
+        // Nothing new on a nearly full disk, and nothing kept from an earlier reservation.
+        return unreserve_blocks(file);
     }
     match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
         Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) => Ok(()),
@@ -193,6 +198,13 @@ pub fn reserve_blocks(file: &std::fs::File, len: u64) -> io::Result<()> {
             Err(e.into())
         }
     }
+}
+
+/// Whether blocks for `len` bytes may be reserved on a disk with `free_bytes` available: only
+/// where as much again stays free, so a reservation is never what fills a disk for
+/// everything else.
+pub fn reservation_fits(free_bytes: u64, len: u64) -> bool {
+    free_bytes >= len.saturating_mul(2)
 }
 
 /// `FsFile::unreserve` on a plain file: truncating it to the size it has frees the blocks
@@ -558,5 +570,19 @@ impl Fs for StdFs {
 
     fn is_dir(&self, dir: &Path) -> bool {
         dir.is_dir()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reservation_fits;
+
+    #[test]
+    fn a_reservation_fits_only_where_as_much_again_stays_free() {
+        assert!(reservation_fits(512 << 20, 256 << 20));
+        assert!(!reservation_fits((512 << 20) - 1, 256 << 20));
+        assert!(reservation_fits(0, 0));
+        // No overflow for absurd lengths: they never fit.
+        assert!(!reservation_fits(u64::MAX - 1, u64::MAX));
     }
 }
