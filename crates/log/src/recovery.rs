@@ -13,7 +13,8 @@
 //! offset, and nothing is cut. Intact frames closer than that may be unsynced writes that
 //! reached the disk ahead of earlier ones, and are cut with the tail. When the window is
 //! unknown (0), any intact later frame means damage. A bad frame below the synced length of
-//! the hint a clean close leaves (`hint`) is damage too.
+//! the hint a clean close leaves (`hint`) is damage too, and so is a segment whose records
+//! end cleanly below it, or a hint naming a segment that is gone.
 
 use std::path::{Path, PathBuf};
 
@@ -130,6 +131,21 @@ pub fn scan_dir(
         .map_err(|(offset, reason)| corrupt(offset, reason))?;
 
         let clean = end.fault.is_none() && end.commit_next_index == end.next_index;
+        let synced = hint
+            .filter(|h| h.segment == first)
+            .map_or(0, |h| h.synced_bytes);
+        if clean && end.commit_end_offset < synced {
+            // Zeros (or nothing) where a clean close had synced frames: not a torn tail, and
+            // appending there would give the lost indexes to new records.
+            return Err(corrupt(
+                end.commit_end_offset,
+                format!(
+                    "the segment's records end at offset {}, below the {synced} bytes the \
+                     last clean close synced, so synced data is missing; nothing was cut",
+                    end.commit_end_offset
+                ),
+            ));
+        }
         if !clean {
             let reason = match end.fault {
                 Some((at, fault)) => format!("{fault} at offset {at}"),
@@ -139,9 +155,6 @@ pub fn scan_dir(
                 let at = end.fault.map_or(end.commit_end_offset, |(at, _)| at);
                 return Err(corrupt(at, format!("sealed segment damaged: {reason}")));
             }
-            let synced = hint
-                .filter(|h| h.segment == first)
-                .map_or(0, |h| h.synced_bytes);
             let at = end.fault.map_or(end.commit_end_offset, |(at, _)| at);
             if at < synced {
                 return Err(corrupt(
@@ -175,6 +188,23 @@ pub fn scan_dir(
             unsynced_window: header_unsynced_window(&buf),
             sparse,
         });
+    }
+    // The hint's segment was the last one at a clean close; only a prefix truncation
+    // removes segments, and it never removes the last. So a hint naming a segment past the
+    // last one listed means that segment, synced, is gone.
+    if let Some(h) = hint {
+        let last = out.segments.last().map(|s| s.first);
+        if last.is_none_or(|last| h.segment > last) {
+            return Err(OpenError::Corrupt {
+                file: dir.join(crate::segment::segment_file_name(h.segment)),
+                offset: 0,
+                reason: format!(
+                    "missing: the last clean close synced {} bytes of this segment (synced.hint), \
+                     and no segment from it on is left; nothing was changed",
+                    h.synced_bytes
+                ),
+            });
+        }
     }
     Ok(out)
 }

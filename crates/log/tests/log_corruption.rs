@@ -7,7 +7,7 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 
 use common::*;
-use spindle_log::{FileLog, OpenError};
+use spindle_log::{FileLog, LogConfig, OpenError};
 
 #[test]
 fn a_flipped_byte_in_a_sealed_segment_is_reported_with_file_and_offset() {
@@ -81,4 +81,73 @@ fn a_second_opener_is_refused() {
         FileLog::open(dir.path(), small_segments()),
         Err(OpenError::Locked { .. })
     ));
+}
+
+/// The synced length the last clean close recorded (`synced.hint`, bytes 16..24).
+fn hinted_synced_bytes(dir: &std::path::Path) -> u64 {
+    let b = std::fs::read(dir.join("synced.hint")).unwrap();
+    u64::from_le_bytes(b[16..24].try_into().unwrap())
+}
+
+#[test]
+fn a_last_segment_zeroed_from_a_transaction_on_is_damage_not_a_clean_end() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = open(dir.path(), LogConfig::default());
+        // Same-sized one-record transactions: their frames tile the segment evenly.
+        for i in 0..100u64 {
+            log.append_blocking(&put(&format!("n{:03}", i), 100 + i))
+                .unwrap();
+        }
+    }
+    let segments = spindle_log::segment::list_segments(dir.path()).unwrap();
+    let (_, last) = segments.last().unwrap();
+    let synced = hinted_synced_bytes(dir.path());
+    let frame = (synced - 32) / 100;
+    assert_eq!((synced - 32) % 100, 0, "frames of one size");
+    // Everything from transaction 50 on reads back as zeros, as a lost extent would.
+    let from = 32 + 50 * frame;
+    let file = OpenOptions::new().write(true).open(last).unwrap();
+    file.write_all_at(&vec![0u8; (synced - from) as usize], from)
+        .unwrap();
+    drop(file);
+    for err in [
+        FileLog::open(dir.path(), LogConfig::default()).unwrap_err(),
+        spindle_log::inspect::inspect(dir.path()).unwrap_err(),
+    ] {
+        match err {
+            OpenError::Corrupt {
+                file,
+                offset,
+                reason,
+            } => {
+                assert_eq!(&file, last);
+                assert_eq!(offset, from, "{reason}");
+                assert!(reason.contains("synced data is missing"), "{reason}");
+            }
+            other => panic!("expected Corrupt, got {other}"),
+        }
+    }
+}
+
+#[test]
+fn a_missing_last_segment_the_hint_names_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = open(dir.path(), small_segments());
+        for i in 0..600u64 {
+            log.append_blocking(&put(&format!("n{i}"), i)).unwrap();
+        }
+    }
+    let segments = spindle_log::segment::list_segments(dir.path()).unwrap();
+    assert!(segments.len() > 2);
+    let (_, last) = segments.last().unwrap();
+    std::fs::remove_file(last).unwrap();
+    match FileLog::open(dir.path(), small_segments()).unwrap_err() {
+        OpenError::Corrupt { file, reason, .. } => {
+            assert_eq!(&file, last);
+            assert!(reason.contains("missing"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {other}"),
+    }
 }
