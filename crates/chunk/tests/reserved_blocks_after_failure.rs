@@ -34,10 +34,13 @@ fn usage(dir: &Path, n: u32) -> (u64, u64) {
     (m.len(), m.blocks() * 512)
 }
 
+/// Chunks put, with their bytes.
+type Stored = Vec<(spindle_chunk::ChunkId, Vec<u8>)>;
+
 /// Puts a few chunks into a one-lane store at `dir`, then fails its writer: returns the
 /// active volume, still holding its reservation, and the chunks put. `None` where the file
 /// system reserves nothing.
-fn failed_store(dir: &Path) -> Option<(u32, Vec<(spindle_chunk::ChunkId, Vec<u8>)>)> {
+fn failed_store(dir: &Path) -> Option<(u32, Stored)> {
     let store = ChunkStore::open(dir, opts(1)).unwrap();
     let stored: Vec<_> = (0..3u64)
         .map(|i| {

@@ -71,6 +71,10 @@ pub struct ServerConfig {
     /// Longest time an HTTP request body (or chunk) may take to arrive, from the handler's
     /// first read to its last byte; a slower body is answered `408`.
     pub request_body_ms_max: u64,
+    /// Connections each listener (HTTP, gRPC) holds open at once; past it a new one is
+    /// closed as soon as it is accepted. Also at most a quarter of the open-files limit, so
+    /// that connections never take the descriptors the log and the views need.
+    pub connections_max: usize,
     /// Largest chunk accepted by `PUT /v1/chunks/{id}`.
     pub chunk_bytes_max: usize,
     /// Space the chunk store may use.
@@ -261,6 +265,7 @@ impl Default for ServerConfig {
             log_sync: true,
             request_body_bytes_max: 16 << 20,
             request_body_ms_max: 30_000,
+            connections_max: 1000,
             chunk_bytes_max: 16 << 20,
             chunk_store_bytes_max: 1 << 40,
             chunk_active_volumes: 1,
@@ -483,6 +488,9 @@ impl ServerConfig {
         }
         if self.request_body_ms_max == 0 {
             return bad("request_body_ms_max must be at least 1".into());
+        }
+        if self.connections_max == 0 {
+            return bad("connections_max must be at least 1".into());
         }
         if self.truncate_interval_ms == 0 {
             return bad("truncate_interval_ms must be at least 1".into());

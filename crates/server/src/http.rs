@@ -1067,6 +1067,10 @@ struct MultigetJson {
 /// Items per multiget.
 pub const MULTIGET_ITEMS_MAX: usize = 10_000;
 
+/// Bytes of values one multiget answers with at most (a key asked for many times counts
+/// each time), so one small request cannot make the node copy and encode gigabytes.
+pub const MULTIGET_VALUE_BYTES_MAX: usize = 64 << 20;
+
 fn booting(name: &str) -> ApiError {
     ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -1129,7 +1133,14 @@ async fn multiget(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Respon
     if let Some(min) = req.min_index.map(Index::new) {
         node.memory.wait_applied(min, timeout).await?;
     }
-    let (applied, values) = view.multiget(&keys);
+    let (applied, values) = view
+        .multiget(&keys, MULTIGET_VALUE_BYTES_MAX)
+        .map_err(|bytes| {
+            ApiError::bad(format!(
+                "the values asked for come to more than {MULTIGET_VALUE_BYTES_MAX} bytes \
+             ({bytes} by the item where it stopped); ask for fewer items at a time"
+            ))
+        })?;
     let values = values
         .iter()
         .map(|v| {

@@ -61,12 +61,34 @@ pub async fn serve(
     let router = crate::http::router(node.clone());
     let http_stop = wait(stopping.subscribe());
     let head_max = Duration::from_millis(node.config.request_body_ms_max);
-    let mut http_task = tokio::spawn(serve_http(http, router, head_max, http_stop));
+    let connections_max = connections_cap(node.config.connections_max, open_files_limit());
+    let mut http_task = tokio::spawn(serve_http(
+        http,
+        router,
+        head_max,
+        connections_max,
+        http_stop,
+    ));
     let kill_rx = kill.subscribe();
-    let incoming = TcpListenerStream::new(grpc)
-        .map(move |conn| conn.map(|io| Killable::new(io, kill_rx.clone())));
+    let seats = Arc::new(tokio::sync::Semaphore::new(connections_max));
+    let mut refused = Refusals::default();
+    let incoming = TcpListenerStream::new(grpc).filter_map(move |conn| match conn {
+        Ok(io) => match seats.clone().try_acquire_owned() {
+            Ok(seat) => Some(Ok(Killable::new(io, kill_rx.clone(), seat, head_max))),
+            Err(_) => {
+                refused.note("gRPC", connections_max);
+                None
+            }
+        },
+        Err(e) => Some(Err(e)),
+    });
     let mut grpc_task = tokio::spawn(
         tonic::transport::Server::builder()
+            // As many streams per connection as HTTP/2 clients get on the HTTP port, and
+            // pings that close a connection whose peer is gone (a dropped NAT entry).
+            .max_concurrent_streams(GRPC_STREAMS_PER_CONNECTION_MAX)
+            .http2_keepalive_interval(Some(GRPC_KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(GRPC_KEEPALIVE_TIMEOUT))
             .add_service(crate::grpc::service(node.clone()))
             .serve_with_incoming_shutdown(incoming, wait(stopping.subscribe())),
     );
@@ -147,6 +169,50 @@ pub async fn serve(
     Ok(())
 }
 
+/// Streams one gRPC connection may have open at once.
+pub const GRPC_STREAMS_PER_CONNECTION_MAX: u32 = 64;
+
+/// How often an open gRPC connection is pinged, and how long the answer may take.
+pub const GRPC_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+pub const GRPC_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The soft limit on open files, if there is one.
+fn open_files_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
+/// Connections each listener may hold (pure policy): the configured number, and at most a
+/// quarter of the open-files limit, so the two listeners together take at most half of it
+/// and the log, the views and the chunk store keep the rest. At least one.
+pub fn connections_cap(configured: usize, open_files: Option<u64>) -> usize {
+    let quarter = open_files.map_or(usize::MAX, |n| usize::try_from(n / 4).unwrap_or(usize::MAX));
+    configured.min(quarter).max(1)
+}
+
+/// Connections closed at once because a listener was full, reported at most every 10 s.
+#[derive(Default)]
+struct Refusals {
+    since_warned: u64,
+    warned: Option<std::time::Instant>,
+}
+
+impl Refusals {
+    fn note(&mut self, listener: &str, max: usize) {
+        self.since_warned += 1;
+        if self
+            .warned
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(10))
+        {
+            tracing::warn!(
+                "{listener}: {} connection(s) closed at once: {max} already open (connections_max)",
+                self.since_warned
+            );
+            self.since_warned = 0;
+            self.warned = Some(std::time::Instant::now());
+        }
+    }
+}
+
 /// How long closing the connections that outlived `shutdown_ms_max` may take.
 pub const FORCE_CLOSE_MAX: Duration = Duration::from_secs(1);
 
@@ -163,11 +229,13 @@ async fn serve_http(
     listener: TcpListener,
     router: axum::Router,
     head_max: Duration,
+    connections_max: usize,
     stop: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let (closing, _) = watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     let mut stop = std::pin::pin!(stop);
+    let mut refused = Refusals::default();
     loop {
         let io = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -181,6 +249,11 @@ async fn serve_http(
             () = &mut stop => break,
         };
         while connections.try_join_next().is_some() {}
+        if connections.len() >= connections_max {
+            drop(io);
+            refused.note("HTTP", connections_max);
+            continue;
+        }
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
         connections.spawn(crate::http_conn::serve_connection(
             io,
@@ -195,21 +268,33 @@ async fn serve_http(
 }
 
 /// A gRPC connection that fails every read and write once `kill` turns true, so that a
-/// connection whose client stopped reading ends at the shutdown deadline.
+/// connection whose client stopped reading ends at the shutdown deadline; and whose first
+/// bytes (the HTTP/2 preface) must arrive within `first_bytes_max` of its accept, after
+/// which HTTP/2 pings watch it. It holds one of its listener's seats while open.
 struct Killable {
     io: TcpStream,
     /// Resolves when the connection is to be closed; `None` once it has.
     killed: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// Until the first bytes are read: when they are due.
+    first_bytes: Option<Pin<Box<tokio::time::Sleep>>>,
+    _seat: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Killable {
-    fn new(io: TcpStream, kill: watch::Receiver<bool>) -> Self {
+    fn new(
+        io: TcpStream,
+        kill: watch::Receiver<bool>,
+        seat: tokio::sync::OwnedSemaphorePermit,
+        first_bytes_max: Duration,
+    ) -> Self {
         let mut kill = kill;
         Killable {
             io,
             killed: Some(Box::pin(async move {
                 let _ = kill.wait_for(|k| *k).await;
             })),
+            first_bytes: Some(Box::pin(tokio::time::sleep(first_bytes_max))),
+            _seat: seat,
         }
     }
 
@@ -244,7 +329,25 @@ impl AsyncRead for Killable {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         self.check(cx)?;
-        Pin::new(&mut self.io).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.io).poll_read(cx, buf);
+        if self.first_bytes.is_some() {
+            match &read {
+                Poll::Ready(Ok(())) if buf.filled().len() > before => self.first_bytes = None,
+                Poll::Pending => {
+                    let due = self.first_bytes.as_mut().expect("checked");
+                    if due.as_mut().poll(cx).is_ready() {
+                        self.first_bytes = None;
+                        return Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "no bytes from the client in time",
+                        )));
+                    }
+                }
+                _ => {}
+            }
+        }
+        read
     }
 }
 

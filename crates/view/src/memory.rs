@@ -59,12 +59,25 @@ impl State {
     }
 
     fn get(&self, key: &ItemKey) -> Option<(Index, String)> {
-        self.shard(key.hash())
+        self.get_with_len(key, |_| true)
+    }
+
+    /// `get`, copying the value only if `take(its length)` says so.
+    fn get_with_len(
+        &self,
+        key: &ItemKey,
+        take: impl FnOnce(usize) -> bool,
+    ) -> Option<(Index, String)> {
+        let (index, text) = self
+            .shard(key.hash())
             .items
-            .get(key.to_bytes().as_slice())
-            .cloned()
+            .get(key.to_bytes().as_slice())?;
+        take(text.len()).then(|| (*index, text.clone()))
     }
 }
+
+/// The latest version of an item: its index and JSON object.
+pub type Latest = (Index, String);
 
 /// Latest values of the live items of one partition.
 #[derive(Debug)]
@@ -111,19 +124,35 @@ impl MemoryView {
         self.state.read().get(key)
     }
 
-    /// `get` for many keys under one lock, so all answers come from one applied index.
-    pub fn multiget(&self, keys: &[ItemKey]) -> (Index, Vec<Option<(Index, String)>>) {
+    /// `get` for many keys under one lock, so all answers come from one applied index. The
+    /// values' bytes together may not pass `value_bytes_max` (a key asked for many times
+    /// counts each time): past it, nothing more is copied and `Err` says how many bytes the
+    /// values read so far took.
+    pub fn multiget(
+        &self,
+        keys: &[ItemKey],
+        value_bytes_max: usize,
+    ) -> Result<(Index, Vec<Option<Latest>>), usize> {
         let state = self.state.read();
-        let values = keys
-            .iter()
-            .map(|k| {
-                self.partition
-                    .contains(k.hash())
-                    .then(|| state.get(k))
-                    .flatten()
-            })
-            .collect();
-        (state.applied, values)
+        let mut bytes = 0usize;
+        let mut values = Vec::with_capacity(keys.len());
+        for k in keys {
+            let value = self
+                .partition
+                .contains(k.hash())
+                .then(|| {
+                    state.get_with_len(k, |len| {
+                        bytes = bytes.saturating_add(len);
+                        bytes <= value_bytes_max
+                    })
+                })
+                .flatten();
+            if bytes > value_bytes_max {
+                return Err(bytes);
+            }
+            values.push(value);
+        }
+        Ok((state.applied, values))
     }
 
     /// Every live item (for tests and dumps).
@@ -263,9 +292,18 @@ mod tests {
         assert_eq!(view.get(a), Some((Index::new(4), r#"{"v":4}"#.to_owned())));
         assert_eq!(view.get(b), None, "deleted");
         assert_eq!(view.get(outside), None, "outside the partition");
-        let (at, values) = view.multiget(&[a.clone(), b.clone(), outside.clone()]);
+        let (at, values) = view
+            .multiget(&[a.clone(), b.clone(), outside.clone()], usize::MAX)
+            .unwrap();
         assert_eq!(at, Index::new(5));
         assert_eq!(values, vec![view.get(a), None, None]);
+        // A budget counts every value copied, a key asked for twice twice.
+        let len = r#"{"v":4}"#.len();
+        assert!(view.multiget(&[a.clone(), a.clone()], 2 * len).is_ok());
+        assert_eq!(
+            view.multiget(&[a.clone(), a.clone()], 2 * len - 1),
+            Err(2 * len)
+        );
         assert_eq!(view.len(), 1);
     }
 
