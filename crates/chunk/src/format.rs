@@ -19,7 +19,7 @@ const VOLUME_MAGIC: &[u8; 8] = b"SPNDLVOL";
 
 /// Bytes of a record header; the chunk's bytes follow it.
 pub const RECORD_HEADER_LEN: u64 = 52;
-const RECORD_MAGIC: &[u8; 4] = b"CHNK";
+pub(crate) const RECORD_MAGIC: &[u8; 4] = b"CHNK";
 
 /// Bytes of a hint file header.
 pub const HINT_HEADER_LEN: usize = 32;
@@ -157,6 +157,10 @@ pub struct VolumeHeader {
     pub lane: u16,
     /// Lanes of its generation.
     pub lanes: u16,
+    /// Most bytes of it that were ever written but not yet synced at once (the store's
+    /// write buffer when it was created); 0 where unknown (written before this was kept).
+    /// Recovery reads damage further than this before an intact record as synced data.
+    pub unsynced_window: u64,
 }
 
 impl VolumeHeader {
@@ -169,6 +173,7 @@ impl VolumeHeader {
         b[16..20].copy_from_slice(&self.generation.to_le_bytes());
         b[20..22].copy_from_slice(&self.lane.to_le_bytes());
         b[22..24].copy_from_slice(&self.lanes.to_le_bytes());
+        b[24..32].copy_from_slice(&self.unsynced_window.to_le_bytes());
         let crc = crc32c::crc32c(&b[0..60]);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
         b
@@ -192,12 +197,14 @@ impl VolumeHeader {
                 generation: 0,
                 lane: 0,
                 lanes: 1,
+                unsynced_window: 0,
             },
             2 => VolumeHeader {
                 number,
                 generation: u32_at(16),
                 lane: u16_at(20),
                 lanes: u16_at(22),
+                unsynced_window: u64::from_le_bytes(b[24..32].try_into().unwrap()),
             },
             version => {
                 return Err(format!(
@@ -450,6 +457,7 @@ mod tests {
             generation: 5,
             lane: 2,
             lanes: 4,
+            unsynced_window: 64 << 20,
         };
         assert_eq!(VolumeHeader::decode(&h.encode()).unwrap(), h);
         for byte in 0..VOLUME_HEADER_LEN as usize {

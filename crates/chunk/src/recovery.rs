@@ -46,7 +46,11 @@ struct LastOfLane {
 /// of each lane of the newest generation if it has `lane_count` lanes, else a new generation
 /// numbered above every volume (the old one's last volumes are sealed first), so that the
 /// records of every chunk stay in (volume, offset) order.
-pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16) -> Result<Recovered> {
+///
+/// A lane's last volume is appended to again only if its header's unsynced window holds the
+/// write buffer (`window`) this store now keeps: otherwise it is sealed and the lane gets a
+/// new volume, so that no volume ever has more unsynced than its header says.
+pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16, window: u64) -> Result<Recovered> {
     remove_leftovers(fs, dir)?;
     let mut numbers = volume::list_volumes(fs, dir)?;
     remove_unfinished_volume(fs, dir, &mut numbers)?;
@@ -132,7 +136,7 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16) -> Result<Recove
         // lost with the name).
         file.sync_all()
             .map_err(|e| ChunkError::io("sync volume", &path, e))?;
-        if last.header.generation == generation {
+        if last.header.generation == generation && last.header.unsynced_window >= window {
             catalog.volumes.get_mut(&n).expect("added above").sealed = false;
             active[usize::from(last.header.lane)] = Some(Active {
                 number: n,
@@ -142,7 +146,8 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16) -> Result<Recove
                 sync_handles: None,
             });
         } else {
-            // A lane of the newest generation when the lane count changed: sealed from now
+            // A lane of the newest generation when the lane count changed, or a volume whose
+            // header allows less unsynced than the write buffer now holds: sealed from now
             // on, so it gives back the blocks reserved past its end and gets its hint.
             let _ = file.unreserve();
             if !last.from_hint {
@@ -163,6 +168,7 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16) -> Result<Recove
                     generation,
                     lane: u16::try_from(lane).expect("lanes are u16"),
                     lanes: lane_count,
+                    unsynced_window: window,
                 };
                 let (a, reader) = writer::start_volume(fs, dir, header)?;
                 catalog.add_volume(header.number, Some(reader));
@@ -212,8 +218,10 @@ fn remove_empty_sealed_volumes(fs: &dyn Fs, dir: &Path, catalog: &mut Catalog) -
     Ok(())
 }
 
-/// Scan a volume without a usable hint. A bad record in the last volume, past what a stale
-/// hint says was synced, is a torn tail and is cut; anywhere else it is corruption.
+/// Scan a volume without a usable hint. A bad record in the last volume of a lane, past what
+/// a stale hint says was synced and within the volume's unsynced window of the end of what
+/// was written, is a torn tail and is cut; anywhere else it is corruption
+/// (`volume::damage_not_torn`).
 fn scan_and_cut(
     fs: &dyn Fs,
     dir: &Path,
@@ -224,11 +232,11 @@ fn scan_and_cut(
 ) -> Result<Vec<HintEntry>> {
     let scan = volume::scan_volume(fs, path, n, false)?;
     if let Some(stop) = scan.stop {
-        if !is_last || stop.offset < volume::hinted_synced_len(fs, dir, n) {
+        if let Some(reason) = volume::damage_not_torn(fs, dir, path, n, is_last, &stop)? {
             return Err(ChunkError::Corrupt {
                 volume: path.to_owned(),
                 offset: stop.offset,
-                reason: stop.reason,
+                reason: format!("{reason}; nothing was cut"),
             });
         }
         let f = fs

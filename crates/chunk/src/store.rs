@@ -304,7 +304,7 @@ impl ChunkStore {
             .map_err(|e| ChunkError::io("create directory", &dir, e))?;
         let lock = lock_marker(&*fs, &dir)?;
         let lanes = u16::try_from(opts.active_volumes).expect("checked: at most 64");
-        let recovered = recovery::recover(&*fs, &dir, lanes)?;
+        let recovered = recovery::recover(&*fs, &dir, lanes, opts.write_buffer_bytes_max)?;
         for active in &recovered.lanes.active {
             writer::reserve_volume(active, opts.volume_bytes_max);
         }
@@ -482,7 +482,15 @@ impl ChunkStore {
         if !q.buffered.contains_key(id) && !self.shared.catalog.read().index.contains_key(id) {
             return Ok(false);
         }
-        let seq = self.shared.enqueue(&mut q, *id, OpKind::Delete, 0, 0);
+        // A tombstone takes its room in the write buffer like any record: what is written
+        // and not yet synced stays within the buffer, the window recovery relies on.
+        while !self.shared.buffer_has_room(&q, RECORD_HEADER_LEN) {
+            self.shared.done_cv.wait(&mut q);
+            usable(&q)?;
+        }
+        let seq = self
+            .shared
+            .enqueue(&mut q, *id, OpKind::Delete, RECORD_HEADER_LEN, 0);
         let mut q = self.shared.wait_durable_guard(q, seq)?;
         Ok(q.deleted.remove(&seq).unwrap_or(false))
     }

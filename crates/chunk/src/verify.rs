@@ -171,8 +171,8 @@ pub fn verify_store_in(fs: &dyn Fs, dir: &Path) -> Result<VerifyReport> {
         };
         let mut entries = scan.entries.clone();
         if let Some(stop) = &scan.stop {
-            let torn = is_last && stop.offset >= volume::hinted_synced_len(fs, dir, n);
-            report.status = if torn {
+            let damage = volume::damage_not_torn(fs, dir, &path, n, is_last, stop)?;
+            report.status = if damage.is_none() {
                 VolumeStatus::TornTail {
                     offset: stop.offset,
                     bytes: scan.file_len - stop.offset,
@@ -190,7 +190,7 @@ pub fn verify_store_in(fs: &dyn Fs, dir: &Path) -> Result<VerifyReport> {
                 }
                 VolumeStatus::Corrupt {
                     offset: stop.offset,
-                    reason: stop.reason.clone(),
+                    reason: damage.unwrap_or_else(|| stop.reason.clone()),
                 }
             };
         }

@@ -16,7 +16,8 @@ use spindle_fs::{Fs, FsFile};
 
 use crate::error::{ChunkError, Result};
 use crate::format::{
-    self, HintEntry, RecordHeader, RecordKind, VolumeHeader, RECORD_HEADER_LEN, VOLUME_HEADER_LEN,
+    self, HintEntry, RecordHeader, RecordKind, VolumeHeader, RECORD_HEADER_LEN, RECORD_MAGIC,
+    VOLUME_HEADER_LEN,
 };
 use crate::id::ChunkId;
 
@@ -488,6 +489,109 @@ pub fn list_volumes(fs: &dyn Fs, dir: &Path) -> Result<Vec<u32>> {
         .collect();
     out.sort_unstable();
     Ok(out)
+}
+
+/// Why the bad record where the scan of volume `n` (at `path`) stopped must be damage to
+/// synced data rather than a torn tail, or `None` if it can be a torn tail: only the last
+/// volume of a lane has one, never below the length its hint says was synced, and never a
+/// whole unsynced window (`VolumeHeader::unsynced_window`) or more before an intact record.
+pub fn damage_not_torn(
+    fs: &dyn Fs,
+    dir: &Path,
+    path: &Path,
+    n: u32,
+    is_last: bool,
+    stop: &ScanStop,
+) -> Result<Option<String>> {
+    if !is_last {
+        return Ok(Some(stop.reason.clone()));
+    }
+    let synced = hinted_synced_len(fs, dir, n);
+    if stop.offset < synced {
+        return Ok(Some(format!(
+            "{}, below the {synced} bytes its hint says were synced",
+            stop.reason
+        )));
+    }
+    let window = check_volume_header(fs, path, n)?.unsynced_window;
+    if window == 0 {
+        return Ok(None);
+    }
+    Ok(
+        find_record_from(fs, path, stop.offset + window)?.map(|found| {
+            format!(
+                "{}; an intact record follows at offset {found}, {window} bytes or more past it, \
+             beyond what can be unsynced, so synced data is damaged (not a torn tail)",
+                stop.reason
+            )
+        }),
+    )
+}
+
+/// The offset of the first intact record (magic, header checksum, data within the file and
+/// its CRC32C) that starts at `from` or later in the volume at `path`, if any. Recovery asks
+/// this past a bad record: anything intact a whole unsynced window past it was written, so
+/// the bad record had been synced. Reads the file 1 MiB at a time.
+pub fn find_record_from(fs: &dyn Fs, path: &Path, from: u64) -> Result<Option<u64>> {
+    const STEP: usize = 1 << 20;
+    let io_err = |e| ChunkError::io("read volume", path, e);
+    let file = fs.open_read(path).map_err(io_err)?;
+    let file_len = file.size().map_err(io_err)?;
+    let header_len = RECORD_HEADER_LEN as usize;
+    let mut buf = vec![0u8; STEP + header_len];
+    let mut at = from;
+    while at + RECORD_HEADER_LEN <= file_len {
+        let want = ((file_len - at) as usize).min(buf.len());
+        let got = read_full_at(&*file, &mut buf[..want], at).map_err(io_err)?;
+        let window = &buf[..got];
+        let mut i = 0;
+        while i + header_len <= window.len() {
+            let Some(k) = memchr_magic(&window[i..window.len() - header_len + 1]) else {
+                break;
+            };
+            let start = i + k;
+            let offset = at + start as u64;
+            let hb: &[u8; RECORD_HEADER_LEN as usize] = window[start..start + header_len]
+                .try_into()
+                .expect("header length");
+            if let Ok(h) = RecordHeader::decode(hb) {
+                let end = offset + RECORD_HEADER_LEN + u64::from(h.len);
+                if end <= file_len {
+                    let mut data = vec![0u8; h.len as usize];
+                    let n = read_full_at(&*file, &mut data, offset + RECORD_HEADER_LEN)
+                        .map_err(io_err)?;
+                    if n == data.len() && crc32c::crc32c(&data) == h.data_crc {
+                        return Ok(Some(offset));
+                    }
+                }
+            }
+            i = start + 1;
+        }
+        if got <= header_len {
+            break;
+        }
+        // The next read overlaps this one by a header, so no record start is missed.
+        at += (got - header_len + 1) as u64;
+    }
+    Ok(None)
+}
+
+/// Where the record magic first starts in `b`, if it does.
+fn memchr_magic(b: &[u8]) -> Option<usize> {
+    b.windows(RECORD_MAGIC.len())
+        .position(|w| w == RECORD_MAGIC)
+}
+
+/// Reads into `buf` at `offset` until it is full or the file ends; the bytes read.
+fn read_full_at(file: &dyn FsFile, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64)? {
+            0 => break,
+            n => done += n,
+        }
+    }
+    Ok(done)
 }
 
 #[cfg(test)]

@@ -622,6 +622,7 @@ fn seal_and_roll(shared: &Shared, lanes: &mut Lanes, lane: usize) -> Result<()> 
         generation: lanes.generation,
         lane: u16::try_from(lane).expect("at most 64 lanes"),
         lanes: u16::try_from(lanes.active.len()).expect("at most 64 lanes"),
+        unsynced_window: shared.opts.write_buffer_bytes_max,
     };
     let (active, reader) = start_volume(&*shared.fs, &shared.dir, header)?;
     reserve_volume(&active, shared.opts.volume_bytes_max);

@@ -230,7 +230,7 @@ fn a_volume_whose_creation_was_cut_short_is_removed() {
 }
 
 #[test]
-fn volumes_written_before_lanes_open_and_are_continued() {
+fn volumes_written_before_lanes_open_and_the_lane_goes_on_in_a_new_volume() {
     let dir = tempfile::tempdir().unwrap();
     let store = ChunkStore::open(dir.path(), lanes(1)).unwrap();
     let ids = put_some(&store, 0..30);
@@ -251,11 +251,17 @@ fn volumes_written_before_lanes_open_and_are_continued() {
     let old = common::volumes(dir.path());
     let store = ChunkStore::open(dir.path(), lanes(1)).unwrap();
     check_all(&store, &ids);
+    // A version 1 header does not say how much of its volume could be unsynced, so the last
+    // one is sealed and the lane goes on in a new volume that does.
+    let now = common::volumes(dir.path());
+    assert_eq!(now[..old.len()], old[..], "every old volume is kept");
+    assert_eq!(now.len(), old.len() + 1, "one new volume");
+    let new = header(now.last().unwrap());
     assert_eq!(
-        common::volumes(dir.path()),
-        old,
-        "one lane continues the last"
+        (new.lanes, new.unsynced_window),
+        (1, lanes(1).write_buffer_bytes_max)
     );
+    assert_eq!(unsealed(&store), [new.number]);
     store.close().unwrap();
     let store = ChunkStore::open(dir.path(), lanes(4)).unwrap();
     assert_eq!(unsealed(&store).len(), 4);
@@ -278,6 +284,7 @@ fn a_whole_header_of_another_version_is_not_taken_for_an_unfinished_volume() {
         generation: highest + 1,
         lane: 0,
         lanes: 2,
+        unsynced_window: 0,
     }
     .encode();
     b[8..12].copy_from_slice(&9u32.to_le_bytes());

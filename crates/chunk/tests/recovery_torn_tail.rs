@@ -140,3 +140,64 @@ fn cut_inside_bytes_a_hint_covers_is_an_error() {
     }
     assert!(!verify_store(dir.path()).unwrap().is_ok());
 }
+
+/// A byte flipped in an acknowledged record of the last volume, after a crash (no hint),
+/// with intact records more than the volume's unsynced window after it: that record had
+/// been synced, so it is damage, not a torn tail. Nothing is cut, and `verify_store` agrees.
+#[test]
+fn damage_a_window_before_intact_records_is_not_cut_as_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = spindle_chunk::Options {
+        volume_bytes_max: 4 << 20,
+        write_buffer_bytes_max: 64 << 10,
+        chunk_bytes_max: 8 << 10,
+        ..common::small_opts()
+    };
+    let store = ChunkStore::open(dir.path(), opts.clone()).unwrap();
+    for s in 0..100 {
+        store.put(&common::chunk(s, 4096)).unwrap();
+    }
+    store.close().unwrap();
+    let path = last_volume(dir.path());
+    std::fs::remove_file(path.with_extension("hint")).unwrap();
+    let len_before = std::fs::metadata(&path).unwrap().len();
+    // Inside the data of the sixth record: about 25 KB in, 380 KB of records after it.
+    let victim = 64 + 5 * (RECORD_HEADER_LEN + 4096) + RECORD_HEADER_LEN + 100;
+    {
+        use std::os::unix::fs::FileExt;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, victim).unwrap();
+        f.write_all_at(&[b[0] ^ 0x10], victim).unwrap();
+    }
+    match ChunkStore::open(dir.path(), opts.clone()) {
+        Err(ChunkError::Corrupt {
+            volume,
+            offset,
+            reason,
+        }) => {
+            assert_eq!(volume, path);
+            assert!(
+                offset < victim && victim < offset + 4200,
+                "{offset}: {reason}"
+            );
+            assert!(reason.contains("not a torn tail"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        len_before,
+        "nothing was cut"
+    );
+    let report = verify_store(dir.path()).unwrap();
+    assert!(!report.is_ok(), "verify calls it damage too: {report:?}");
+    assert!(matches!(
+        report.volumes.last().unwrap().status,
+        VolumeStatus::Corrupt { .. }
+    ));
+}
