@@ -134,7 +134,7 @@ fn cut_inside_bytes_a_hint_covers_is_an_error() {
     match ChunkStore::open(dir.path(), common::small_opts()) {
         Err(ChunkError::Corrupt { volume, offset, .. }) => {
             assert_eq!(volume, path);
-            assert!(offset < len - 100);
+            assert!(offset <= len - 100, "{offset}");
         }
         other => panic!("synced bytes lost must not be cut silently: {other:?}"),
     }
@@ -200,4 +200,47 @@ fn damage_a_window_before_intact_records_is_not_cut_as_a_torn_tail() {
         report.volumes.last().unwrap().status,
         VolumeStatus::Corrupt { .. }
     ));
+}
+
+/// A volume shorter than its hint says was synced, even cut at a record boundary (so its
+/// records scan clean), has lost synced records: open refuses it, sealed or the last of its
+/// lane, and leaves the hint that proves the loss.
+#[test]
+fn a_volume_shorter_than_its_hint_is_damage() {
+    for which in ["sealed", "last"] {
+        let dir = tempfile::tempdir().unwrap();
+        fill(dir.path(), 24);
+        let volumes = common::volumes(dir.path());
+        assert!(volumes.len() > 2, "{volumes:?}");
+        let path = match which {
+            "sealed" => volumes[0].clone(),
+            _ => volumes.last().unwrap().clone(),
+        };
+        let hint = std::fs::read(path.with_extension("hint")).unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        // Drop the volume's last record: `fill` puts 1500-byte chunks.
+        let cut = len - (RECORD_HEADER_LEN + 1500);
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        match ChunkStore::open(dir.path(), common::small_opts()) {
+            Err(ChunkError::Corrupt {
+                volume,
+                offset,
+                reason,
+            }) => {
+                assert_eq!((volume, offset), (path.clone(), cut), "{which}: {reason}");
+                assert!(reason.contains("synced records are missing"), "{reason}");
+            }
+            other => panic!("{which}: expected Corrupt, got {other:?}"),
+        }
+        assert_eq!(
+            std::fs::read(path.with_extension("hint")).unwrap(),
+            hint,
+            "{which}: the hint is kept"
+        );
+    }
 }

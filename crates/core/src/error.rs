@@ -10,6 +10,8 @@ pub enum InputError {
     EmptyTransaction,
     #[error("transaction has {records} writes; the limit is {max}")]
     TooManyRecords { records: usize, max: usize },
+    #[error("transaction has {conditions} conditions; the limit is {max}")]
+    TooManyConditions { conditions: usize, max: usize },
     #[error("{field} is empty")]
     EmptyField { field: &'static str },
     #[error("{field} is {len} bytes; the limit is {max}")]

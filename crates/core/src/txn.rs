@@ -18,6 +18,9 @@ use crate::value::Value;
 pub const RECORD_BYTES_MAX: usize = 1 << 20;
 /// Most writes in one transaction.
 pub const TXN_RECORDS_MAX: usize = 10_000;
+/// Most conditions in one transaction: each is a version-table lookup on the log's single
+/// writer, and none is counted in a transaction's bytes.
+pub const TXN_CONDITIONS_MAX: usize = 10_000;
 /// Largest transaction, summed over its records' payloads, in bytes.
 pub const TXN_BYTES_MAX: usize = 8 << 20;
 
@@ -76,6 +79,12 @@ impl Transaction {
                 max: TXN_RECORDS_MAX,
             });
         }
+        if self.conditions.len() > TXN_CONDITIONS_MAX {
+            return Err(InputError::TooManyConditions {
+                conditions: self.conditions.len(),
+                max: TXN_CONDITIONS_MAX,
+            });
+        }
         let mut total = 0usize;
         for w in &self.writes {
             w.key.validate()?;
@@ -118,6 +127,23 @@ mod tests {
 
     fn node(id: &str) -> ItemKey {
         ItemKey::node(id).unwrap()
+    }
+
+    #[test]
+    fn too_many_conditions_are_refused() {
+        let mut t = Transaction::single(node("a"), Value::json("{}").unwrap());
+        for i in 0..TXN_CONDITIONS_MAX {
+            t = t.condition(node(&format!("c{i}")), Index::ZERO);
+        }
+        assert!(t.validate().is_ok());
+        let t = t.condition(node("one-more"), Index::ZERO);
+        assert_eq!(
+            t.validate(),
+            Err(InputError::TooManyConditions {
+                conditions: TXN_CONDITIONS_MAX + 1,
+                max: TXN_CONDITIONS_MAX
+            })
+        );
     }
 
     #[test]

@@ -665,7 +665,13 @@ impl Node {
             config.truncate = false;
         }
         let data = config.data_dir.clone();
-        if spindle_view::disk_ingest::import_unfinished(&data) {
+        let unfinished = spindle_view::disk_ingest::import_unfinished(&data).map_err(|source| {
+            NodeError::DataDir {
+                path: data.join(spindle_view::disk_ingest::IMPORT_MARKER_FILE),
+                source,
+            }
+        })?;
+        if unfinished {
             return Err(NodeError::ImportUnfinished { dir: data });
         }
         let mkdir = |p: &Path| {

@@ -62,9 +62,10 @@ impl IngestChecksum {
     }
 }
 
-/// Whether `data_dir` holds an unfinished import.
-pub fn import_unfinished(data_dir: &Path) -> bool {
-    data_dir.join(IMPORT_MARKER_FILE).exists()
+/// Whether `data_dir` holds an unfinished import; an error where that cannot be told (the
+/// marker cannot be looked up: permissions, I/O), so such a directory is not served.
+pub fn import_unfinished(data_dir: &Path) -> std::io::Result<bool> {
+    data_dir.join(IMPORT_MARKER_FILE).try_exists()
 }
 
 impl DiskView {
