@@ -136,9 +136,12 @@ impl RecordHeader {
     }
 }
 
-/// Version of volume headers written now: 2 adds the volume's lane (bytes 16..24). Version 1
-/// headers (zeros there) still read, as lane 0 of 1 in generation 0.
-pub const VOLUME_FORMAT_VERSION: u32 = 2;
+/// Version of volume headers written now: 2 adds the volume's lane (bytes 16..24), 3 its
+/// unsynced window (bytes 24..32), which a build that does not keep the window (one that does
+/// not count deletes against the write buffer) must not append under, so it refuses the
+/// version. Version 1 headers (zeros there) still read, as lane 0 of 1 in generation 0, and
+/// versions 1 and 2 with an unknown window (0).
+pub const VOLUME_FORMAT_VERSION: u32 = 3;
 
 /// What a volume header says: its number and which lane of which generation it belongs to.
 ///
@@ -199,16 +202,20 @@ impl VolumeHeader {
                 lanes: 1,
                 unsynced_window: 0,
             },
-            2 => VolumeHeader {
+            version @ (2 | 3) => VolumeHeader {
                 number,
                 generation: u32_at(16),
                 lane: u16_at(20),
                 lanes: u16_at(22),
-                unsynced_window: u64::from_le_bytes(b[24..32].try_into().unwrap()),
+                unsynced_window: if version == 3 {
+                    u64::from_le_bytes(b[24..32].try_into().unwrap())
+                } else {
+                    0
+                },
             },
             version => {
                 return Err(format!(
-                    "format version {version}, this build reads 1 and {VOLUME_FORMAT_VERSION}"
+                    "format version {version}, this build reads 1 to {VOLUME_FORMAT_VERSION}"
                 ))
             }
         };

@@ -80,17 +80,11 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16, window: u64) -> 
                 (entries, hint_bytes, true)
             }
             None => {
-                // A volume only grows while it has a hint (a cut is never below it): one
-                // shorter than its hint says was synced has lost synced records.
-                let synced = volume::hinted_synced_len(fs, dir, n);
-                if synced > len {
+                if let Some(reason) = volume::shorter_than_hint(fs, dir, n, len) {
                     return Err(ChunkError::Corrupt {
                         volume: path.clone(),
                         offset: len,
-                        reason: format!(
-                            "the volume ends at {len} bytes, but its hint says {synced} were \
-                             synced: synced records are missing; nothing was changed"
-                        ),
+                        reason: format!("{reason}; nothing was changed"),
                     });
                 }
                 report.volumes_scanned += 1;

@@ -202,6 +202,14 @@ pub fn verify_store_in(fs: &dyn Fs, dir: &Path) -> Result<VerifyReport> {
             catalog.apply(n, e);
         }
         (report.hint, report.hint_damage) = hint_status(fs, dir, n, bytes, &scan);
+        if !matches!(report.status, VolumeStatus::Corrupt { .. }) {
+            if let Some(reason) = volume::shorter_than_hint(fs, dir, n, bytes) {
+                report.status = VolumeStatus::Corrupt {
+                    offset: bytes,
+                    reason,
+                };
+            }
+        }
         volumes.push(report);
     }
     for v in &mut volumes {

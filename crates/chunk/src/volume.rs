@@ -491,6 +491,19 @@ pub fn list_volumes(fs: &dyn Fs, dir: &Path) -> Result<Vec<u32>> {
     Ok(out)
 }
 
+/// Why volume `n`, `len` bytes long, has lost synced records, if it has: it is shorter than
+/// its hint says was synced (a volume only grows while it has a hint; a cut is never below
+/// it), whether or not its records scan clean.
+pub fn shorter_than_hint(fs: &dyn Fs, dir: &Path, n: u32, len: u64) -> Option<String> {
+    let synced = hinted_synced_len(fs, dir, n);
+    (synced > len).then(|| {
+        format!(
+            "the volume ends at {len} bytes, but its hint says {synced} were synced: synced \
+             records are missing"
+        )
+    })
+}
+
 /// Why the bad record where the scan of volume `n` (at `path`) stopped must be damage to
 /// synced data rather than a torn tail, or `None` if it can be a torn tail: only the last
 /// volume of a lane has one, never below the length its hint says was synced, and never a
@@ -546,7 +559,9 @@ pub fn find_record_from(fs: &dyn Fs, path: &Path, from: u64) -> Result<Option<u6
         let window = &buf[..got];
         let mut i = 0;
         while i + header_len <= window.len() {
-            let Some(k) = memchr_magic(&window[i..window.len() - header_len + 1]) else {
+            // Every start at which a whole header fits: the magic is its first bytes.
+            let Some(k) = memchr_magic(&window[i..window.len() - header_len + RECORD_MAGIC.len()])
+            else {
                 break;
             };
             let start = i + k;

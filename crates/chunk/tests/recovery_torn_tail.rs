@@ -242,5 +242,7 @@ fn a_volume_shorter_than_its_hint_is_damage() {
             hint,
             "{which}: the hint is kept"
         );
+        let report = verify_store(dir.path()).unwrap();
+        assert!(!report.is_ok(), "{which}: inspect agrees with open");
     }
 }

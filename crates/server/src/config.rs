@@ -21,6 +21,9 @@ pub const SHUTDOWN_MS_MIN: u64 = 100;
 /// The largest `iter_chunk_bytes` accepted.
 pub const ITER_CHUNK_BYTES_MAX: usize = 4 << 20;
 
+/// Most connections one listener may be configured to hold.
+pub const CONNECTIONS_LIMIT: usize = 1_000_000;
+
 /// One Index View: property value → node ids for the property at `pointer`.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -489,8 +492,11 @@ impl ServerConfig {
         if self.request_body_ms_max == 0 {
             return bad("request_body_ms_max must be at least 1".into());
         }
-        if self.connections_max == 0 {
-            return bad("connections_max must be at least 1".into());
+        if !(1..=CONNECTIONS_LIMIT).contains(&self.connections_max) {
+            return bad(format!(
+                "connections_max must be 1 ..= {CONNECTIONS_LIMIT}, not {}",
+                self.connections_max
+            ));
         }
         if self.truncate_interval_ms == 0 {
             return bad("truncate_interval_ms must be at least 1".into());

@@ -10,7 +10,11 @@
 //!   still being sent, but for its last piece (`H2_PIECE_BYTES_MAX`) — for `head_max` is
 //!   closed with GOAWAY (requests that crossed it are still served); pings unanswered for
 //!   `head_max` close it too; at most `H2_STREAMS_MAX` streams at once and `H2_HEADER_LIST_BYTES_MAX`
-//!   of head per request.
+//!   of head per request;
+//! - both: a write the client takes no byte of for `head_max` fails and closes the connection
+//!   (`Rewound`; a client that reads slowly keeps it, every byte restarting the clock). An
+//!   HTTP/2 client that keeps a stream's flow-control window shut holds that stream's answer
+//!   without stalling the socket: that is not bounded here.
 //!
 //! On shutdown (`closing`) both kinds close gracefully: requests in flight finish, bounded by
 //! `serve`'s own deadline (`shutdown_ms_max`).
@@ -66,7 +70,13 @@ pub async fn serve_connection(
         _ = closing.wait_for(|c| *c) => return,
     }
     let h2 = first.as_slice() == H2_PREFACE.as_slice();
-    let io = hyper_util::rt::TokioIo::new(Rewound { first, at: 0, io });
+    let io = hyper_util::rt::TokioIo::new(Rewound {
+        first,
+        at: 0,
+        io,
+        stall_max: head_max,
+        stalled: None,
+    });
     if !h2 {
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
@@ -161,11 +171,49 @@ async fn read_preface(io: &mut TcpStream, first: &mut Vec<u8>) -> io::Result<()>
     Ok(())
 }
 
-/// The connection with its first bytes, already read, handed back before the rest.
+/// The connection with its first bytes, already read, handed back before the rest; and
+/// whose writes fail once the client has taken no byte of an answer for `stall_max`, so a
+/// client that stops reading does not hold the connection and the answer's memory for ever
+/// (one that reads slowly keeps it: every byte it takes restarts the clock).
 struct Rewound {
     first: Vec<u8>,
     at: usize,
     io: TcpStream,
+    stall_max: Duration,
+    /// While a write waits for the client to take bytes: when it must have.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Rewound {
+    /// A write that could not go on: `TimedOut` once it has waited `stall_max`.
+    fn pending_write<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let stall_max = self.stall_max;
+        let due = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall_max)));
+        if due.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client took no byte of the answer in time",
+            )));
+        }
+        Poll::Pending
+    }
+
+    /// What a write gave: progress ends the wait, waiting goes on counting.
+    fn after_write<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match r {
+            Poll::Pending => self.pending_write(cx),
+            ready => {
+                self.stalled = None;
+                ready
+            }
+        }
+    }
 }
 
 impl AsyncRead for Rewound {
@@ -195,7 +243,8 @@ impl AsyncWrite for Rewound {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.after_write(cx, r)
     }
 
     fn poll_write_vectored(
@@ -203,7 +252,8 @@ impl AsyncWrite for Rewound {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.after_write(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -211,7 +261,8 @@ impl AsyncWrite for Rewound {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
+        let r = Pin::new(&mut self.io).poll_flush(cx);
+        self.after_write(cx, r)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -169,6 +169,9 @@ pub async fn serve(
     Ok(())
 }
 
+/// Bytes of the HTTP/2 client preface ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").
+const H2_PREFACE_BYTES: usize = 24;
+
 /// Streams one gRPC connection may have open at once.
 pub const GRPC_STREAMS_PER_CONNECTION_MAX: u32 = 64;
 
@@ -268,15 +271,16 @@ async fn serve_http(
 }
 
 /// A gRPC connection that fails every read and write once `kill` turns true, so that a
-/// connection whose client stopped reading ends at the shutdown deadline; and whose first
-/// bytes (the HTTP/2 preface) must arrive within `first_bytes_max` of its accept, after
+/// connection whose client stopped reading ends at the shutdown deadline; and whose HTTP/2
+/// preface (its first 24 bytes) must arrive within `first_bytes_max` of its accept, after
 /// which HTTP/2 pings watch it. It holds one of its listener's seats while open.
 struct Killable {
     io: TcpStream,
     /// Resolves when the connection is to be closed; `None` once it has.
     killed: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
-    /// Until the first bytes are read: when they are due.
+    /// Until the HTTP/2 preface has been read: when it is due, and how much of it came.
     first_bytes: Option<Pin<Box<tokio::time::Sleep>>>,
+    preface_read: usize,
     _seat: tokio::sync::OwnedSemaphorePermit,
 }
 
@@ -294,6 +298,7 @@ impl Killable {
                 let _ = kill.wait_for(|k| *k).await;
             })),
             first_bytes: Some(Box::pin(tokio::time::sleep(first_bytes_max))),
+            preface_read: 0,
             _seat: seat,
         }
     }
@@ -333,7 +338,14 @@ impl AsyncRead for Killable {
         let read = Pin::new(&mut self.io).poll_read(cx, buf);
         if self.first_bytes.is_some() {
             match &read {
-                Poll::Ready(Ok(())) if buf.filled().len() > before => self.first_bytes = None,
+                Poll::Ready(Ok(())) if buf.filled().len() > before => {
+                    // HTTP/2 pings start only after the handshake: until the whole preface
+                    // is in, the deadline stands.
+                    self.preface_read += buf.filled().len() - before;
+                    if self.preface_read >= H2_PREFACE_BYTES {
+                        self.first_bytes = None;
+                    }
+                }
                 Poll::Pending => {
                     let due = self.first_bytes.as_mut().expect("checked");
                     if due.as_mut().poll(cx).is_ready() {

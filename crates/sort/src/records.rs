@@ -276,6 +276,13 @@ fn sort_with_plan(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let started_as = InputState::of(input)?;
+    if started_as.len != input_bytes {
+        // Changed since its length was planned with.
+        return Err(SortError::InputModified {
+            path: input.to_path_buf(),
+            what: "length",
+        });
+    }
     let mut guard = OutputGuard {
         tmp: out_dir.join(tmp_output_name(&name)),
         done: false,

@@ -390,8 +390,6 @@ fn sync_dir(dir: &Path) -> Result<(), ImportError> {
         })
 }
 
-/// The first pass: read every line, append it to the log (on a log thread, in batches of
-/// about `LOG_BATCH_BYTES_MAX`), and push its Disk View entry into the sorter.
 /// Every input must be a regular file that can be opened; returns their total size.
 fn check_inputs(inputs: &[PathBuf]) -> Result<u64, ImportError> {
     let mut total = 0;
@@ -413,6 +411,8 @@ fn check_inputs(inputs: &[PathBuf]) -> Result<u64, ImportError> {
     Ok(total)
 }
 
+/// The first pass: read every line, append it to the log (on a log thread, in batches of
+/// about `LOG_BATCH_BYTES_MAX`), and push its Disk View entry into the sorter.
 fn parse_and_log(
     opts: &ImportOptions,
     inputs: &[PathBuf],

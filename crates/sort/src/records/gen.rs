@@ -105,8 +105,10 @@ pub fn generate(path: &Path, opts: &GenOptions) -> Result<(), SortError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // Readable by others, as a file made with `File::create` is (a temporary file is not).
     let tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}.spindle-gen-"))
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .tempfile_in(dir)
         .map_err(err)?;
     let mut w = std::io::BufWriter::with_capacity(4 << 20, tmp.as_file());
