@@ -10,26 +10,9 @@ mod common;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use spindle_chunk::{format, ChunkStore, Options};
+use spindle_chunk::ChunkStore;
 
-const VOLUME: u64 = 4 << 20;
-
-fn opts(lanes: usize) -> Options {
-    Options {
-        volume_bytes_max: VOLUME,
-        write_buffer_bytes_max: 1 << 20,
-        chunk_bytes_max: 512 << 10,
-        compact_in_background: false,
-        active_volumes: lanes,
-        ..Options::default()
-    }
-}
-
-/// (size, bytes of blocks allocated) of volume `n`.
-fn usage(dir: &Path, n: u32) -> (u64, u64) {
-    let m = std::fs::metadata(format::volume_path(dir, n)).unwrap();
-    (m.len(), m.blocks() * 512)
-}
+use common::{reserve_opts, volume_usage, RESERVE_VOLUME};
 
 /// Whether the file system under `dir` reserves blocks past a file's size.
 fn reserves(dir: &Path) -> bool {
@@ -62,7 +45,7 @@ fn the_active_volume_has_its_blocks_reserved_and_sealed_ones_give_them_back() {
         return;
     }
     let dir = tmp.path().join("chunks");
-    let store = ChunkStore::open(&dir, opts(1)).unwrap();
+    let store = ChunkStore::open(&dir, reserve_opts(1)).unwrap();
     let mut stored = Vec::new();
     // 300 KiB chunks: 13 fill a 4 MiB volume, so 40 seal three volumes.
     for i in 0..40u64 {
@@ -73,20 +56,20 @@ fn the_active_volume_has_its_blocks_reserved_and_sealed_ones_give_them_back() {
     assert!(names.len() >= 3, "several volumes: {names:?}");
     let (active, sealed) = names.split_last().unwrap();
     for &n in sealed {
-        let (len, allocated) = usage(&dir, n);
+        let (len, allocated) = volume_usage(&dir, n);
         assert!(
             allocated < len + (64 << 10),
             "sealed volume {n}: {allocated} bytes allocated for {len}"
         );
     }
-    let (len, allocated) = usage(&dir, *active);
-    assert!(len < VOLUME, "{len}");
+    let (len, allocated) = volume_usage(&dir, *active);
+    assert!(len < RESERVE_VOLUME, "{len}");
     assert!(
-        allocated >= VOLUME,
-        "active volume {active}: {allocated} bytes allocated, {VOLUME} reserved"
+        allocated >= RESERVE_VOLUME,
+        "active volume {active}: {allocated} bytes allocated, {RESERVE_VOLUME} reserved"
     );
     store.close().unwrap();
-    let (len, allocated) = usage(&dir, *active);
+    let (len, allocated) = volume_usage(&dir, *active);
     assert!(
         allocated < len + (64 << 10),
         "volume {active} after a clean close: {allocated} bytes allocated for {len}"
@@ -94,11 +77,11 @@ fn the_active_volume_has_its_blocks_reserved_and_sealed_ones_give_them_back() {
 
     // Reopened with two lanes: the old lane's volume is sealed and gives its blocks back;
     // the new lanes' volumes are reserved.
-    let store = ChunkStore::open(&dir, opts(2)).unwrap();
+    let store = ChunkStore::open(&dir, reserve_opts(2)).unwrap();
     for (id, data) in &stored {
         assert_eq!(store.get(id).unwrap().as_deref(), Some(&data[..]), "{id}");
     }
-    let (len, allocated) = usage(&dir, *active);
+    let (len, allocated) = volume_usage(&dir, *active);
     assert!(
         allocated < len + (64 << 10),
         "volume {active}, sealed at the reopen: {allocated} bytes allocated for {len}"
@@ -106,7 +89,10 @@ fn the_active_volume_has_its_blocks_reserved_and_sealed_ones_give_them_back() {
     let new: Vec<u32> = volumes(&dir).into_iter().filter(|n| n > active).collect();
     assert_eq!(new.len(), 2, "one new volume per lane: {new:?}");
     for n in new {
-        assert!(usage(&dir, n).1 >= VOLUME, "volume {n} of a new lane");
+        assert!(
+            volume_usage(&dir, n).1 >= RESERVE_VOLUME,
+            "volume {n} of a new lane"
+        );
     }
     store.close().unwrap();
 }

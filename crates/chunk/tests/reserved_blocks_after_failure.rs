@@ -9,30 +9,12 @@
 
 mod common;
 
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 
-use spindle_chunk::{format, ChunkStore, Options};
+use spindle_chunk::ChunkStore;
 
-const VOLUME: u64 = 4 << 20;
-
-fn opts(lanes: usize) -> Options {
-    Options {
-        volume_bytes_max: VOLUME,
-        write_buffer_bytes_max: 1 << 20,
-        chunk_bytes_max: 512 << 10,
-        compact_in_background: false,
-        active_volumes: lanes,
-        ..Options::default()
-    }
-}
-
-/// (size, bytes of blocks allocated) of volume `n`.
-fn usage(dir: &Path, n: u32) -> (u64, u64) {
-    let m = std::fs::metadata(format::volume_path(dir, n)).unwrap();
-    (m.len(), m.blocks() * 512)
-}
+use common::{reserve_opts, volume_usage, RESERVE_VOLUME};
 
 /// Chunks put, with their bytes.
 type Stored = Vec<(spindle_chunk::ChunkId, Vec<u8>)>;
@@ -41,7 +23,7 @@ type Stored = Vec<(spindle_chunk::ChunkId, Vec<u8>)>;
 /// active volume, still holding its reservation, and the chunks put. `None` where the file
 /// system reserves nothing.
 fn failed_store(dir: &Path) -> Option<(u32, Stored)> {
-    let store = ChunkStore::open(dir, opts(1)).unwrap();
+    let store = ChunkStore::open(dir, reserve_opts(1)).unwrap();
     let stored: Vec<_> = (0..3u64)
         .map(|i| {
             let data = common::chunk(i, 200 << 10);
@@ -60,12 +42,12 @@ fn failed_store(dir: &Path) -> Option<(u32, Stored)> {
         })
         .max()
         .unwrap();
-    let (len, allocated) = usage(dir, active);
-    if allocated < VOLUME {
+    let (len, allocated) = volume_usage(dir, active);
+    if allocated < RESERVE_VOLUME {
         println!("skipped: this file system reserves no blocks past a file's size");
         return None;
     }
-    assert!(len < VOLUME);
+    assert!(len < RESERVE_VOLUME);
     Some((active, stored))
 }
 
@@ -78,8 +60,8 @@ fn a_volume_sealed_at_the_open_gives_back_a_reservation_its_writer_left() {
         return;
     };
     // Two lanes now: the open seals the old lane's volume.
-    let store = ChunkStore::open(&dir, opts(2)).unwrap();
-    let (len, allocated) = usage(&dir, active);
+    let store = ChunkStore::open(&dir, reserve_opts(2)).unwrap();
+    let (len, allocated) = volume_usage(&dir, active);
     assert!(
         allocated < len + (64 << 10),
         "volume {active}, sealed at the reopen: {allocated} bytes allocated for {len}"
@@ -116,12 +98,12 @@ fn a_volume_resumed_on_a_nearly_full_disk_gives_back_its_reservation() {
             let s = rustix::fs::statvfs(&small).unwrap();
             s.f_bavail * s.f_frsize
         };
-        let ballast = free() - (2 * VOLUME - (1 << 20));
+        let ballast = free() - (2 * RESERVE_VOLUME - (1 << 20));
         std::fs::write(small.join("ballast"), vec![1u8; ballast as usize]).unwrap();
-        assert!(free() < 2 * VOLUME, "{}", free());
+        assert!(free() < 2 * RESERVE_VOLUME, "{}", free());
         // Same lane count: the open resumes the volume, and reserves nothing for it.
-        let store = ChunkStore::open(&dir, opts(1)).unwrap();
-        let (len, allocated) = usage(&dir, active);
+        let store = ChunkStore::open(&dir, reserve_opts(1)).unwrap();
+        let (len, allocated) = volume_usage(&dir, active);
         assert!(
             allocated < len + (64 << 10),
             "volume {active}, resumed: {allocated} bytes allocated for {len}"

@@ -112,14 +112,14 @@ fn a_tmp_directory_the_user_names_keeps_everything_of_theirs() {
     // The user's scratch directory holds the inputs and a file of their own.
     let scratch = dir.path().to_path_buf();
     std::fs::write(scratch.join("keep-me"), b"mine").unwrap();
-    let before: Vec<_> = names(&scratch);
+    let before: Vec<_> = names_in(&scratch);
     let data = dir.path().join("data");
     let opts = spindle_sort::import::ImportOptions {
         tmp_dir: Some(scratch.clone()),
         ..options(&data, 2)
     };
     import(&opts, &inputs, &Quiet).unwrap();
-    let mut after = names(&scratch);
+    let mut after = names_in(&scratch);
     after.retain(|n| n != "data");
     assert_eq!(after, before, "only the data directory was added");
     assert_eq!(std::fs::read(scratch.join("keep-me")).unwrap(), b"mine");
@@ -153,13 +153,4 @@ fn an_input_that_cannot_be_read_is_refused_before_the_directory_is_made() {
     assert!(!data.exists(), "a refused budget made the data directory");
     // Corrected, the same command goes through.
     import(&options(&data, 2), &inputs, &Quiet).unwrap();
-}
-
-fn names(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }

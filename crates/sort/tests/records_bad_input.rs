@@ -4,8 +4,12 @@
 //! room for the input's size but not twice it is enough: pass two removes each bucket as it
 //! reads it.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
+
+use common::names_in;
 
 use spindle_sort::records::check::check_file;
 use spindle_sort::records::gen::{generate, GenOptions};
@@ -21,15 +25,6 @@ fn opts(memory_bytes: u64) -> RecordSortOptions {
         threads: 1,
         io: IoMode::Buffered,
     }
-}
-
-fn entries(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]
@@ -55,7 +50,7 @@ fn bad_length_missing_input_and_tiny_memory() {
     std::fs::write(&inp, vec![7u8; 1000]).unwrap();
     let e = sort_file(&inp, &out, &opts(RECORD_MEMORY_MIN_BYTES - 1), &mut |_| {}).unwrap_err();
     assert!(matches!(e, SortError::MemoryTooSmall { .. }), "{e}");
-    assert_eq!(entries(dir.path()), ["in"]);
+    assert_eq!(names_in(dir.path()), ["in"]);
 }
 
 /// Mounts a tmpfs of `size` at `dir`; false if that is not possible here (not root).
@@ -114,7 +109,7 @@ fn full_disk_removes_temporary_files_and_says_how_much_space() {
             };
             (e.to_string(), needed)
         });
-        (error, entries(small))
+        (error, names_in(small))
     }) else {
         return;
     };
@@ -175,7 +170,7 @@ fn room_for_less_than_twice_is_enough(size: &str, input: &GenOptions) -> Vec<usi
                 )
             })
             .map_err(|e| e.to_string());
-        let names = entries(small);
+        let names = names_in(small);
         let _ = std::fs::remove_file(&out);
         (checked, names)
     }) else {
@@ -225,7 +220,7 @@ fn an_input_written_to_during_the_sort_gives_an_error_and_no_output() {
             e.to_string().contains("was modified during the sort"),
             "{e}"
         );
-        assert_eq!(entries(dir.path()), ["in"], "{records}: left behind");
+        assert_eq!(names_in(dir.path()), ["in"], "{records}: left behind");
     }
 }
 
@@ -250,7 +245,7 @@ fn inputs_that_are_not_files_and_outputs_that_cannot_be_written_are_refused_firs
         assert!(matches!(e, SortError::BadOutput { .. }), "{e}");
         assert!(e.to_string().contains(why), "{e}");
     }
-    assert_eq!(entries(dir.path()), ["a-dir", "in"]);
+    assert_eq!(names_in(dir.path()), ["a-dir", "in"]);
 }
 
 #[test]
@@ -285,7 +280,7 @@ fn two_sorts_into_one_output_at_once_do_not_clobber_each_other() {
         .map(|i| check_file(i).unwrap().checksum)
         .collect();
     assert!(sums.contains(&sorted.checksum), "a mix of both inputs");
-    assert_eq!(entries(dir.path()), ["in0", "in1", "out"]);
+    assert_eq!(names_in(dir.path()), ["in0", "in1", "out"]);
 }
 
 #[test]
@@ -298,7 +293,7 @@ fn generated_records_on_a_full_disk_leave_nothing_and_say_so() {
         return;
     }
     let e = generate(&small.join("in"), &records_opts(20_000)).unwrap_err();
-    let names = entries(&small);
+    let names = names_in(&small);
     let _ = Command::new("umount").arg(&small).status();
     assert!(
         matches!(

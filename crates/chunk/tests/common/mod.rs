@@ -109,3 +109,25 @@ pub fn store_with_large_chunks(dir: &Path) -> (ChunkStore, Vec<(ChunkId, Vec<u8>
     store.close().unwrap();
     (ChunkStore::open(dir, one_lane_opts()).unwrap(), chunks)
 }
+
+/// Volume size of the reservation tests.
+pub const RESERVE_VOLUME: u64 = 4 << 20;
+
+/// Options of the reservation tests: 4 MiB volumes, `lanes` lanes, no background compaction.
+pub fn reserve_opts(lanes: usize) -> Options {
+    Options {
+        volume_bytes_max: RESERVE_VOLUME,
+        write_buffer_bytes_max: 1 << 20,
+        chunk_bytes_max: 512 << 10,
+        compact_in_background: false,
+        active_volumes: lanes,
+        ..Options::default()
+    }
+}
+
+/// (size, bytes of blocks allocated) of volume `n` in `dir`.
+pub fn volume_usage(dir: &Path, n: u32) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(spindle_chunk::format::volume_path(dir, n)).unwrap();
+    (m.len(), m.blocks() * 512)
+}

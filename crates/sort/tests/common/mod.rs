@@ -142,3 +142,13 @@ pub fn open_views(data: &Path, partitions: u64) -> Vec<DiskView> {
         })
         .collect()
 }
+
+/// The names in `dir`, sorted.
+pub fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
