@@ -92,7 +92,18 @@ pub(crate) fn recover(fs: &dyn Fs, dir: &Path, lane_count: u16, window: u64) -> 
                 let hint_bytes = if is_last {
                     volume::file_len(fs, &format::hint_path(dir, n)).unwrap_or(0)
                 } else {
-                    // Sealed, but the hint never made it (crash right after the seal).
+                    // Sealed, but the hint never made it (crash right after the seal), or
+                    // the one there is damaged: said in the report, then written anew.
+                    let hint_path = format::hint_path(dir, n);
+                    if let Ok(raw) = fs.read(&hint_path) {
+                        let why = match format::decode_hint(&raw) {
+                            Err(damage) => {
+                                format!("{} at offset {}", damage.reason, damage.offset)
+                            }
+                            Ok(_) => "it does not describe the volume as it is".to_owned(),
+                        };
+                        report.rewritten_hints.push((hint_path, why));
+                    }
                     volume::write_hint(fs, dir, n, volume::file_len(fs, &path)?, &entries)?
                 };
                 (entries, hint_bytes, false)

@@ -185,6 +185,9 @@ pub struct OpenReport {
     /// Torn tails cut from the last volumes of lanes: (volume file, offset of the cut, bytes
     /// removed), one per volume cut.
     pub torn_tails: Vec<(PathBuf, u64, u64)>,
+    /// Hint files of sealed volumes that were there but damaged or wrong, and were written
+    /// anew from a scan of their volume: (hint file, what was wrong).
+    pub rewritten_hints: Vec<(PathBuf, String)>,
 }
 
 /// Space and record counts of the whole store.

@@ -771,6 +771,20 @@ impl Node {
                 ..spindle_chunk::Options::default()
             },
         )?;
+        let opened = chunks.open_report();
+        for (file, offset, bytes) in &opened.torn_tails {
+            tracing::warn!(
+                "chunk store: cut a torn tail of {bytes} bytes at offset {offset} of {} \
+                 (writes never acknowledged, cut short by a crash)",
+                file.display()
+            );
+        }
+        for (file, why) in &opened.rewritten_hints {
+            tracing::warn!(
+                "chunk store: rewrote hint {} from a scan of its volume: {why}",
+                file.display()
+            );
+        }
         // Without Disk Views (an api server) the tail starts at the log's end: a view that
         // boots later reads what lies between its cut and the tail from the log itself.
         let from = disks

@@ -126,6 +126,14 @@ fn a_tmp_directory_the_user_names_keeps_everything_of_theirs() {
     let node = Node::open(config(&data)).unwrap();
     assert_eq!(node.log.durable_index(), Index::new(writes.len() as u64));
     node.shutdown();
+    // A `--tmp` that did not exist is made for the import and not left behind.
+    let made = dir.path().join("made-for-it");
+    let opts = spindle_sort::import::ImportOptions {
+        tmp_dir: Some(made.clone()),
+        ..options(&dir.path().join("data2"), 2)
+    };
+    import(&opts, &inputs, &Quiet).unwrap();
+    assert!(!made.exists(), "the --tmp made for the import is left");
 }
 
 #[test]

@@ -225,6 +225,7 @@ pub fn import(
         let path = path.to_path_buf();
         move |source| ImportError::Io { path, source }
     };
+    let tmp_existed = tmp.exists();
     std::fs::create_dir_all(&tmp).map_err(io_at(&tmp))?;
     let mut sorter = if opts.log_only {
         None
@@ -335,6 +336,10 @@ pub fn import(
         if dir.exists() {
             std::fs::remove_dir_all(dir).map_err(io_at(dir))?;
         }
+    }
+    if !own_tmp && !tmp_existed {
+        // The user's `--tmp` did not exist and was made for this import: removed if empty.
+        let _ = std::fs::remove_dir(&tmp);
     }
     finish(data)?;
     Ok(report)
