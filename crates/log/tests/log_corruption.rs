@@ -9,15 +9,30 @@ use std::os::unix::fs::FileExt;
 use common::*;
 use spindle_log::{FileLog, LogConfig, OpenError};
 
+/// The file, offset and reason of a `Corrupt` error; any other error fails the test.
+fn corrupt(err: OpenError) -> (std::path::PathBuf, u64, String) {
+    match err {
+        OpenError::Corrupt {
+            file,
+            offset,
+            reason,
+        } => (file, offset, reason),
+        other => panic!("expected Corrupt, got {other}"),
+    }
+}
+
+/// A log of 600 small appends across several small segments.
+fn log_of_small_segments(dir: &std::path::Path) {
+    let log = open(dir, small_segments());
+    for i in 0..600u64 {
+        log.append_blocking(&put(&format!("n{i}"), i)).unwrap();
+    }
+}
+
 #[test]
 fn a_flipped_byte_in_a_sealed_segment_is_reported_with_file_and_offset() {
     let dir = tempfile::tempdir().unwrap();
-    {
-        let log = open(dir.path(), small_segments());
-        for i in 0..600u64 {
-            log.append_blocking(&put(&format!("n{i}"), i)).unwrap();
-        }
-    }
+    log_of_small_segments(dir.path());
     let segments = spindle_log::segment::list_segments(dir.path()).unwrap();
     assert!(segments.len() > 3);
     let (_, sealed) = &segments[1];
@@ -36,41 +51,24 @@ fn a_flipped_byte_in_a_sealed_segment_is_reported_with_file_and_offset() {
         FileLog::open(dir.path(), small_segments()).unwrap_err(),
         spindle_log::inspect::inspect(dir.path()).unwrap_err(),
     ] {
-        match err {
-            OpenError::Corrupt {
-                file,
-                offset,
-                reason,
-            } => {
-                assert_eq!(&file, sealed);
-                assert!(
-                    offset <= victim && offset + 100 > victim,
-                    "offset {offset} ({reason})"
-                );
-            }
-            other => panic!("expected Corrupt, got {other}"),
-        }
+        let (file, offset, reason) = corrupt(err);
+        assert_eq!(&file, sealed);
+        assert!(
+            offset <= victim && offset + 100 > victim,
+            "offset {offset} ({reason})"
+        );
     }
 }
 
 #[test]
 fn a_missing_middle_segment_is_a_gap_error() {
     let dir = tempfile::tempdir().unwrap();
-    {
-        let log = open(dir.path(), small_segments());
-        for i in 0..600u64 {
-            log.append_blocking(&put(&format!("n{i}"), i)).unwrap();
-        }
-    }
+    log_of_small_segments(dir.path());
     let segments = spindle_log::segment::list_segments(dir.path()).unwrap();
     std::fs::remove_file(&segments[2].1).unwrap();
-    match FileLog::open(dir.path(), small_segments()).unwrap_err() {
-        OpenError::Corrupt { file, reason, .. } => {
-            assert_eq!(file, segments[3].1);
-            assert!(reason.contains("gap"), "{reason}");
-        }
-        other => panic!("expected a gap, got {other}"),
-    }
+    let (file, _, reason) = corrupt(FileLog::open(dir.path(), small_segments()).unwrap_err());
+    assert_eq!(file, segments[3].1);
+    assert!(reason.contains("gap"), "{reason}");
 }
 
 #[test]
@@ -115,39 +113,22 @@ fn a_last_segment_zeroed_from_a_transaction_on_is_damage_not_a_clean_end() {
         FileLog::open(dir.path(), LogConfig::default()).unwrap_err(),
         spindle_log::inspect::inspect(dir.path()).unwrap_err(),
     ] {
-        match err {
-            OpenError::Corrupt {
-                file,
-                offset,
-                reason,
-            } => {
-                assert_eq!(&file, last);
-                assert_eq!(offset, from, "{reason}");
-                assert!(reason.contains("synced data is missing"), "{reason}");
-            }
-            other => panic!("expected Corrupt, got {other}"),
-        }
+        let (file, offset, reason) = corrupt(err);
+        assert_eq!(&file, last);
+        assert_eq!(offset, from, "{reason}");
+        assert!(reason.contains("synced data is missing"), "{reason}");
     }
 }
 
 #[test]
 fn a_missing_last_segment_the_hint_names_is_damage() {
     let dir = tempfile::tempdir().unwrap();
-    {
-        let log = open(dir.path(), small_segments());
-        for i in 0..600u64 {
-            log.append_blocking(&put(&format!("n{i}"), i)).unwrap();
-        }
-    }
+    log_of_small_segments(dir.path());
     let segments = spindle_log::segment::list_segments(dir.path()).unwrap();
     assert!(segments.len() > 2);
     let (_, last) = segments.last().unwrap();
     std::fs::remove_file(last).unwrap();
-    match FileLog::open(dir.path(), small_segments()).unwrap_err() {
-        OpenError::Corrupt { file, reason, .. } => {
-            assert_eq!(&file, last);
-            assert!(reason.contains("missing"), "{reason}");
-        }
-        other => panic!("expected Corrupt, got {other}"),
-    }
+    let (file, _, reason) = corrupt(FileLog::open(dir.path(), small_segments()).unwrap_err());
+    assert_eq!(&file, last);
+    assert!(reason.contains("missing"), "{reason}");
 }
