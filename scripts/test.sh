@@ -5,6 +5,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 
+# A full disk fails the tests far from its cause (ENOSPC inside RocksDB or nats-server), so
+# say up front when the target directory's or the temporary directory's file system is low:
+# a fresh build takes about 20 GiB, and the tests write a few GiB under the temporary
+# directory at once.
+for dir in "$CARGO_TARGET_DIR" "${TMPDIR:-/tmp}"; do
+    free_kib="$(df -Pk "$dir" | awk 'NR == 2 { print $4 }')"
+    if [ -n "$free_kib" ] && [ "$free_kib" -lt $((20 * 1024 * 1024)) ]; then
+        echo "test: only $((free_kib / 1024 / 1024)) GiB free for $dir; a fresh build and" \
+            "the tests need about 20 GiB, and a full disk fails them with ENOSPC" >&2
+    fi
+done
+
 if cargo fmt --version >/dev/null 2>&1; then
     cargo fmt --all -- --check
 else
