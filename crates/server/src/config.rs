@@ -21,6 +21,9 @@ pub const SHUTDOWN_MS_MIN: u64 = 100;
 /// The largest `iter_chunk_bytes` accepted.
 pub const ITER_CHUNK_BYTES_MAX: usize = 4 << 20;
 
+/// Largest `request_bodies_bytes_max` accepted (1 TiB).
+pub const REQUEST_BODIES_BYTES_LIMIT: u64 = 1 << 40;
+
 /// Most connections one listener may be configured to hold.
 pub const CONNECTIONS_LIMIT: usize = 1_000_000;
 
@@ -71,6 +74,10 @@ pub struct ServerConfig {
     pub log_sync: bool,
     /// Largest HTTP request body (transactions, multiget).
     pub request_body_bytes_max: usize,
+    /// Bytes of HTTP request bodies (transactions, multigets, chunks) the node holds at
+    /// once, over every connection and stream; a body the budget has no room for within
+    /// `request_body_ms_max` is answered `503 busy`. At least the largest single body.
+    pub request_bodies_bytes_max: u64,
     /// Longest time an HTTP request body (or chunk) may take to arrive, from the handler's
     /// first read to its last byte; a slower body is answered `408`.
     pub request_body_ms_max: u64,
@@ -267,6 +274,8 @@ impl Default for ServerConfig {
             log_segment_bytes: 64 << 20,
             log_sync: true,
             request_body_bytes_max: 16 << 20,
+            // 64 bodies of the largest size at once.
+            request_bodies_bytes_max: 1 << 30,
             request_body_ms_max: 30_000,
             connections_max: 1000,
             chunk_bytes_max: 16 << 20,
@@ -487,6 +496,20 @@ impl ServerConfig {
             return bad(format!(
                 "carousel settings (iter_chunk_bytes, carousel_ring_slots, rider_lag_chunks_max, \
                  carousel_groups_max): {e}"
+            ));
+        }
+        let largest = self.request_body_bytes_max.max(self.chunk_bytes_max) as u64;
+        if self.request_bodies_bytes_max < largest {
+            return bad(format!(
+                "request_bodies_bytes_max is {}; it must hold at least the largest body \
+                 (request_body_bytes_max and chunk_bytes_max: {largest})",
+                self.request_bodies_bytes_max
+            ));
+        }
+        if self.request_bodies_bytes_max > REQUEST_BODIES_BYTES_LIMIT {
+            return bad(format!(
+                "request_bodies_bytes_max is {}; it must be at most {REQUEST_BODIES_BYTES_LIMIT}",
+                self.request_bodies_bytes_max
             ));
         }
         if self.request_body_ms_max == 0 {

@@ -33,7 +33,7 @@ use spindle_view::{EdgeFilter, Freshness, Version, ViewError};
 use utoipa::openapi::path::{HttpMethod, PathItem};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::http_input::{path_param, query_params, request_limits};
+use crate::http_input::{path_param, query_params, request_limits, HeldBody};
 use crate::node::Node;
 use crate::status::Counters;
 
@@ -382,9 +382,14 @@ pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
 }
 
 /// Read a request body of at most `limit` bytes within `request_body_ms_max`.
-async fn read_body(node: &Node, body: Body, limit: usize) -> ApiResult<Bytes> {
+/// Its bytes count against `request_bodies_bytes_max` until the returned body is dropped.
+async fn read_body(node: &Node, body: Body, limit: usize) -> ApiResult<HeldBody> {
     let time_max = Duration::from_millis(node.config.request_body_ms_max);
-    crate::http_input::read_body(body, limit, time_max).await
+    let read = crate::http_input::read_body(body, limit, time_max, &node.body_budget).await;
+    if matches!(&read, Err(e) if e.code == "busy") {
+        Counters::bump(&node.metrics.bodies_refused, 1);
+    }
+    read
 }
 
 fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> ApiResult<T> {
@@ -1391,6 +1396,7 @@ async fn put_chunk(
 ) -> ApiResult<Response> {
     let want = chunk_id(id)?;
     let body = read_body(&node, body, node.config.chunk_bytes_max).await?;
+    let (body, _held) = body.split();
     store_chunk(node, body, Some(want)).await
 }
 
@@ -1411,6 +1417,7 @@ async fn put_chunk(
 )]
 async fn post_chunk(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Response> {
     let body = read_body(&node, body, node.config.chunk_bytes_max).await?;
+    let (body, _held) = body.split();
     store_chunk(node, body, None).await
 }
 

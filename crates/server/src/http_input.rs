@@ -6,6 +6,7 @@
 //! nothing here changes state.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -15,7 +16,11 @@ use axum::extract::{Path, Request};
 use axum::http::{StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use bytes::BytesMut;
 use http_body::Body as _;
+use http_body_util::BodyExt as _;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 use crate::http::ApiError;
 
@@ -120,9 +125,70 @@ pub fn path_param(p: Result<Path<String>, PathRejection>) -> Result<String, ApiE
     }
 }
 
-/// Read a body of at most `limit` bytes within `time_max`. A declared `Content-Length` over
-/// the limit is refused before anything is read; a body that stops arriving is `408`.
-pub async fn read_body(body: Body, limit: usize, time_max: Duration) -> Result<Bytes, ApiError> {
+/// Request bodies held at once, across every connection and stream: each body takes its
+/// bytes from this budget as they arrive (all of a declared `Content-Length` at once) and
+/// gives them back when its request is done with them. Counted in KiB.
+#[derive(Debug)]
+pub struct BodyBudget {
+    permits: Arc<Semaphore>,
+    kib: usize,
+}
+
+impl BodyBudget {
+    pub fn new(bytes: u64) -> BodyBudget {
+        let kib = usize::try_from(bytes.div_ceil(1024))
+            .unwrap_or(usize::MAX)
+            .min(Semaphore::MAX_PERMITS);
+        BodyBudget {
+            permits: Arc::new(Semaphore::new(kib)),
+            kib,
+        }
+    }
+
+    /// Bytes of request bodies held now (rounded up to KiB per body).
+    pub fn held_bytes(&self) -> u64 {
+        (self.kib - self.permits.available_permits()) as u64 * 1024
+    }
+
+    fn bytes(&self) -> u64 {
+        self.kib as u64 * 1024
+    }
+}
+
+/// A request body read whole, holding its share of the `BodyBudget` until dropped.
+#[derive(Debug)]
+pub struct HeldBody {
+    pub bytes: Bytes,
+    _held: OwnedSemaphorePermit,
+}
+
+impl HeldBody {
+    /// The bytes, and the budget they hold (kept until the request is done with them).
+    pub fn split(self) -> (Bytes, OwnedSemaphorePermit) {
+        (self.bytes, self._held)
+    }
+}
+
+impl std::ops::Deref for HeldBody {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+fn kib(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
+/// Read a body of at most `limit` bytes within `time_max`, taking its bytes from `budget`.
+/// A declared `Content-Length` over the limit is refused before anything is read; a body
+/// that stops arriving is `408`; a body the budget has no room for by then is `503 busy`.
+pub async fn read_body(
+    body: Body,
+    limit: usize,
+    time_max: Duration,
+    budget: &BodyBudget,
+) -> Result<HeldBody, ApiError> {
     let too_large = |got: &str| {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -134,25 +200,80 @@ pub async fn read_body(body: Body, limit: usize, time_max: Duration) -> Result<B
     if declared > limit as u64 {
         return Err(too_large(&format!("Content-Length is {declared}")));
     }
-    match tokio::time::timeout(time_max, axum::body::to_bytes(body, limit)).await {
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(e)) => {
-            let source = e.into_inner();
-            if source.is::<http_body_util::LengthLimitError>() {
-                Err(too_large("it kept coming"))
-            } else {
-                Err(ApiError::bad(format!("request body broke off: {source}")))
-            }
-        }
-        Err(_) => Err(ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "body_timeout",
+    let deadline = Instant::now() + time_max;
+    let busy = || {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
             format!(
-                "the request body did not arrive within {} ms (request_body_ms_max)",
+                "the request bodies being read hold all of the node's request_bodies_bytes_max \
+                 ({} bytes) and none gave way within {} ms (request_body_ms_max); retry later",
+                budget.bytes(),
                 time_max.as_millis()
             ),
-        )),
+        )
+    };
+    let take = |n: u32| {
+        let permits = budget.permits.clone();
+        async move {
+            match tokio::time::timeout_at(deadline, permits.acquire_many_owned(n)).await {
+                Ok(Ok(permit)) => Ok(permit),
+                // The budget's semaphore is never closed.
+                Ok(Err(_)) | Err(_) => Err(busy()),
+            }
+        }
+    };
+    // A declared length is taken whole before the first byte is read, so bodies of known
+    // length never hold part of the budget while waiting for the rest of it.
+    let declared = declared as usize;
+    let mut held = take(kib(declared)).await?;
+    // A body that arrives in one frame is kept as it came; one of several is gathered.
+    let mut first: Option<Bytes> = None;
+    let mut buf = BytesMut::new();
+    let mut body = std::pin::pin!(body);
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.as_mut().frame()).await {
+            Ok(None) => break,
+            Ok(Some(Ok(frame))) => frame,
+            Ok(Some(Err(e))) => {
+                return Err(ApiError::bad(format!("request body broke off: {e}")));
+            }
+            Err(_) => {
+                return Err(ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "body_timeout",
+                    format!(
+                        "the request body did not arrive within {} ms (request_body_ms_max)",
+                        time_max.as_millis()
+                    ),
+                ))
+            }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        let len = first.as_ref().map_or(buf.len(), Bytes::len) + data.len();
+        if len > limit {
+            return Err(too_large("it kept coming"));
+        }
+        let more = kib(len).saturating_sub(held.num_permits() as u32);
+        if more > 0 {
+            held.merge(take(more).await?);
+        }
+        if let Some(f) = first.take() {
+            buf.reserve(declared.max(len));
+            buf.extend_from_slice(&f);
+            buf.extend_from_slice(&data);
+        } else if buf.is_empty() {
+            first = Some(data);
+        } else {
+            buf.extend_from_slice(&data);
+        }
     }
+    Ok(HeldBody {
+        bytes: first.unwrap_or_else(|| buf.freeze()),
+        _held: held,
+    })
 }
 
 #[cfg(test)]

@@ -513,6 +513,8 @@ pub struct Node {
     pub tail_ring: Ring<Slot>,
     /// Whether the log tailer still feeds the views.
     pub tailer_health: Arc<TailerHealth>,
+    /// HTTP request bodies held at once, at most `request_bodies_bytes_max`.
+    pub body_budget: crate::http_input::BodyBudget,
     /// Open `Iterate` streams, at most `iterate_streams_max`.
     pub iterate_seats: crate::grpc::StreamSeats,
     /// Open `Tail` streams, at most `tail_streams_max`.
@@ -816,6 +818,7 @@ impl Node {
             truncation: Mutex::new(TruncationState::default()),
             tail_ring,
             tailer_health,
+            body_budget: crate::http_input::BodyBudget::new(config.request_bodies_bytes_max),
             iterate_seats: crate::grpc::StreamSeats::new(
                 "Iterate",
                 "iterate_streams_max",

@@ -24,6 +24,8 @@ pub struct Counters {
     pub tails: AtomicU64,
     pub chunk_puts: AtomicU64,
     pub chunk_gets: AtomicU64,
+    /// Requests answered `503 busy`: no room in `request_bodies_bytes_max` in time.
+    pub bodies_refused: AtomicU64,
 }
 
 impl Counters {
@@ -44,6 +46,7 @@ pub struct Status {
     pub failures: Vec<String>,
     pub tailer: TailerStatus,
     pub streams: StreamsStatus,
+    pub request_bodies: BodiesStatus,
     /// The stream's catalog, on a node that runs on JetStream (absent on the file log).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<crate::catalog::ClusterStatus>,
@@ -56,6 +59,16 @@ pub struct StreamsStatus {
     pub iterate_max: usize,
     pub tail_open: usize,
     pub tail_max: usize,
+}
+
+/// HTTP request bodies held now against `request_bodies_bytes_max`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct BodiesStatus {
+    /// Bytes of request bodies being read or in use (each rounded up to KiB).
+    pub held_bytes: u64,
+    pub max_bytes: u64,
+    /// Requests answered `503 busy` since the node started: their body found no room.
+    pub refused: u64,
 }
 
 /// The log tailer that feeds every view.
@@ -481,6 +494,11 @@ impl Node {
                 tail_open: self.tail_seats.open(),
                 tail_max: self.config.tail_streams_max,
             },
+            request_bodies: BodiesStatus {
+                held_bytes: self.body_budget.held_bytes(),
+                max_bytes: self.config.request_bodies_bytes_max,
+                refused: self.metrics.bodies_refused.load(Ordering::Relaxed),
+            },
             cluster,
         }
     }
@@ -641,6 +659,12 @@ impl Node {
                 ("{method=\"tail\"}".into(), s.streams.tail_open as f64),
             ],
         );
+        gauge(
+            "request_body_bytes_held",
+            "Bytes of HTTP request bodies held now (request_bodies_bytes_max bounds them).",
+            "gauge",
+            vec![(String::new(), s.request_bodies.held_bytes as f64)],
+        );
         let c = &self.metrics;
         for (name, help, v) in [
             ("appends_total", "Transactions appended.", &c.appends),
@@ -687,6 +711,11 @@ impl Node {
             ("tails_total", "Log tails started over gRPC.", &c.tails),
             ("chunk_puts_total", "Chunks stored.", &c.chunk_puts),
             ("chunk_gets_total", "Chunks read.", &c.chunk_gets),
+            (
+                "request_bodies_refused_total",
+                "Requests answered 503 busy: their body found no room in request_bodies_bytes_max.",
+                &c.bodies_refused,
+            ),
         ] {
             gauge(name, help, "counter", one(v.load(Ordering::Relaxed)));
         }

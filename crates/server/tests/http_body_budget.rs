@@ -1,0 +1,185 @@
+//! Request bodies held at once are bounded across connections (`request_bodies_bytes_max`):
+//! a body takes its bytes from one budget as they arrive and gives them back when its
+//! request is done, so many clients each sending a body of the largest size cannot make
+//! the node hold their sum. A body that finds no room within `request_body_ms_max` is
+//! answered `503 busy` and changes nothing; once the holders are done, the same request
+//! goes through.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use spindle_server::ServerConfig;
+
+const BODY_MAX: usize = 64 << 10;
+const BUDGET: u64 = 128 << 10;
+
+fn small_budget(c: &mut ServerConfig) {
+    c.request_body_bytes_max = BODY_MAX;
+    c.chunk_bytes_max = BODY_MAX;
+    c.request_bodies_bytes_max = BUDGET;
+    c.request_body_ms_max = 1500;
+}
+
+/// Send one request with a `Content-Length` body and read the whole answer.
+fn post(addr: SocketAddr, path: &str, body: &[u8]) -> (u16, String) {
+    request(addr, "POST", path, body)
+}
+
+fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {answer:?}"));
+    (status, answer)
+}
+
+/// A transaction writing `item`, padded with spaces to `bytes`.
+fn txn_of(item: &str, bytes: usize) -> Vec<u8> {
+    let mut t =
+        format!(r#"{{"writes":[{{"item":{{"kind":"node","id":"{item}"}},"value":{{}}}}]}}"#)
+            .into_bytes();
+    assert!(t.len() <= bytes);
+    t.resize(bytes, b' ');
+    t
+}
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "waited for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn bodies_held_at_once_are_bounded_and_a_body_without_room_is_refused_as_busy() {
+    let server = common::TestServer::start(small_budget);
+    let addr = server.bound.http;
+    let node = server.node.clone();
+    wait_until("the Memory View to boot", || node.memory.get().is_some());
+    // Two multigets of 60 KiB each (padded with spaces) wait 6 s for an index that never
+    // comes: their bodies hold 120 KiB of the 128 KiB budget meanwhile.
+    let holders: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut body =
+                    br#"{"items":[{"kind":"node","id":"a"}],"min_index":1000000000,"timeout_ms":6000}"#
+                        .to_vec();
+                body.resize(60 << 10, b' ');
+                post(addr, "/v1/multiget", &body)
+            })
+        })
+        .collect();
+    wait_until("both multigets to hold their bodies", || {
+        node.body_budget.held_bytes() == 120 << 10
+    });
+    // A 10 KiB transaction has no room: after request_body_ms_max it is refused, and its
+    // write is not made.
+    let start = Instant::now();
+    let (status, answer) = post(addr, "/v1/txn", &txn_of("refused", 10 << 10));
+    let waited = start.elapsed();
+    assert_eq!(status, 503, "{answer}");
+    assert!(answer.contains(r#""error":"busy""#), "{answer}");
+    assert!(answer.contains("request_bodies_bytes_max"), "{answer}");
+    assert!(
+        waited >= Duration::from_millis(1400),
+        "refused after {waited:?}, before request_body_ms_max"
+    );
+    // A small one fits beside the holders.
+    let (status, answer) = post(addr, "/v1/txn", &txn_of("small", 2 << 10));
+    assert_eq!(status, 200, "{answer}");
+    // The holders end (504: the index never came) and give their bytes back.
+    for h in holders {
+        let (status, answer) = h.join().unwrap();
+        assert_eq!(status, 504, "{answer}");
+    }
+    wait_until("the budget to be free", || {
+        node.body_budget.held_bytes() == 0
+    });
+    let status = node.status();
+    assert_eq!(status.request_bodies.refused, 1);
+    assert_eq!(status.request_bodies.max_bytes, BUDGET);
+    // The refused write was never made; now it goes through.
+    let (status, answer) = request(addr, "GET", "/v1/item?node=refused", b"");
+    assert_eq!(status, 404, "the refused write was made: {answer}");
+    let (status, answer) = post(addr, "/v1/txn", &txn_of("refused", 10 << 10));
+    assert_eq!(status, 200, "{answer}");
+}
+
+#[test]
+fn a_body_of_unknown_length_holds_what_has_arrived_and_gives_it_back() {
+    let server = common::TestServer::start(small_budget);
+    let node = server.node.clone();
+    // A chunked body: 40 KiB arrive, then nothing. The node holds 40 KiB for it, not the
+    // largest body, and not nothing.
+    let mut s = TcpStream::connect(server.bound.http).unwrap();
+    s.write_all(
+        b"POST /v1/txn HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+          Transfer-Encoding: chunked\r\n\r\n",
+    )
+    .unwrap();
+    let piece = vec![b' '; 10 << 10];
+    for _ in 0..4 {
+        write!(s, "{:x}\r\n", piece.len()).unwrap();
+        s.write_all(&piece).unwrap();
+        s.write_all(b"\r\n").unwrap();
+    }
+    wait_until("the 40 KiB to be held", || {
+        node.body_budget.held_bytes() == 40 << 10
+    });
+    // It never finishes: 408 after request_body_ms_max, and its bytes are given back.
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    wait_until("the budget to be free", || {
+        node.body_budget.held_bytes() == 0
+    });
+    // A chunked body past the largest body is still 413, and gives back what it held.
+    let mut s = TcpStream::connect(server.bound.http).unwrap();
+    s.write_all(
+        b"POST /v1/txn HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+          Transfer-Encoding: chunked\r\n\r\n",
+    )
+    .unwrap();
+    for _ in 0..7 {
+        write!(s, "{:x}\r\n", piece.len()).unwrap();
+        s.write_all(&piece).unwrap();
+        s.write_all(b"\r\n").unwrap();
+    }
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    wait_until("the budget to be free", || {
+        node.body_budget.held_bytes() == 0
+    });
+}
+
+#[test]
+fn a_budget_smaller_than_the_largest_body_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = common::config(dir.path());
+    c.request_bodies_bytes_max = (c.chunk_bytes_max - 1) as u64;
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("request_bodies_bytes_max"), "{e}");
+}
