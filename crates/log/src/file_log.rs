@@ -17,7 +17,7 @@ use tokio::sync::{oneshot, watch, Semaphore};
 use crate::config::LogConfig;
 use crate::error::{io_at, AppendError, OpenError, ReadError, TruncateError};
 use crate::fs::{std_fs, DirLock, Fs, FsFile};
-use crate::intake::{Command, Intake, Pending, Prepared, Reply};
+use crate::intake::{Command, FramePool, Intake, Pending, Prepared, Reply};
 use crate::reader::read_range;
 use crate::recovery::{scan_dir, TornTail};
 use crate::segment::{create_segment, segment_file_name, SEGMENT_HEADER_BYTES};
@@ -135,6 +135,8 @@ pub(crate) struct Shared {
     /// Sync jobs handed to the syncer thread and not yet completed by it.
     pub sync_jobs_open: AtomicU64,
     pub intake_permits: Semaphore,
+    /// Large submissions' frame buffers, given back by the writer.
+    pub frame_pool: FramePool,
     pub durable: watch::Sender<Index>,
     pub first: AtomicU64,
     pub segments: RwLock<Vec<Arc<SegmentHandle>>>,
@@ -375,6 +377,7 @@ impl FileLog {
             intake_stamp: AtomicU64::new(0),
             sync_jobs_open: AtomicU64::new(0),
             intake_permits: Semaphore::new(config.intake_bytes_max),
+            frame_pool: FramePool::default(),
             config,
             durable: watch::Sender::new(last),
             first: AtomicU64::new(first.get()),
@@ -423,7 +426,7 @@ impl FileLog {
 
     /// Append a transaction; resolves with its commit index once it is durable.
     pub async fn append(&self, txn: &Transaction) -> Result<Index, AppendError> {
-        let prepared = Prepared::new([txn]);
+        let prepared = Prepared::new([txn], &self.inner.shared.frame_pool);
         if let Some(rejected) = prepared.txns[0].rejected.clone() {
             return Err(rejected);
         }
@@ -436,7 +439,7 @@ impl FileLog {
     /// (own conditions, own commit index, own outcome, in the order given); they share the
     /// queueing and the reply, which makes pipelined clients cheap.
     pub async fn append_many(&self, txns: &[Transaction]) -> Vec<Result<Index, AppendError>> {
-        let prepared = Prepared::new(txns);
+        let prepared = Prepared::new(txns, &self.inner.shared.frame_pool);
         if !prepared.has_work() {
             return prepared
                 .txns

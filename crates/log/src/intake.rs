@@ -46,6 +46,54 @@ const FRAMES_RESERVE_MAX: usize = 32 << 20;
 /// The most records `Prepared::new` reserves ahead.
 const RECORDS_RESERVE_MAX: usize = 1 << 20;
 
+/// Frame buffers of large submissions, given back by the writer once it has copied them
+/// out, so the next large submission encodes into memory already faulted in instead of
+/// memory the allocator gave back to the system and faults in again, zeroed, on first
+/// touch (a sixth of a bulk import's CPU: docs/benchmarks/import.md, "Fresh pages"). It
+/// keeps at most `POOLED_BUFFERS_MAX` buffers of `POOLED_BUFFER_BYTES_MIN ..=
+/// POOLED_BUFFER_BYTES_MAX` capacity each (at most 128 MiB, held once submissions that
+/// large have been made); small submissions neither take nor give.
+#[derive(Debug, Default)]
+pub(crate) struct FramePool {
+    free: parking_lot::Mutex<Vec<Vec<u8>>>,
+}
+
+/// Smallest frame buffer a submission takes from the pool or gives back.
+pub(crate) const POOLED_BUFFER_BYTES_MIN: usize = 1 << 20;
+/// Largest frame buffer kept.
+pub(crate) const POOLED_BUFFER_BYTES_MAX: usize = 2 * FRAMES_RESERVE_MAX;
+/// Buffers kept at once.
+pub(crate) const POOLED_BUFFERS_MAX: usize = 2;
+
+impl FramePool {
+    /// An empty buffer for a submission of about `bytes` of frames: a kept one if the
+    /// submission is large and one is free, else a new one.
+    fn take(&self, bytes: usize) -> Vec<u8> {
+        if bytes < POOLED_BUFFER_BYTES_MIN {
+            return Vec::new();
+        }
+        self.free.lock().pop().unwrap_or_default()
+    }
+
+    /// The writer is done with `frames`: keep them if they are of a kept size and there is
+    /// room.
+    pub fn give(&self, mut frames: Vec<u8>) {
+        if !(POOLED_BUFFER_BYTES_MIN..=POOLED_BUFFER_BYTES_MAX).contains(&frames.capacity()) {
+            return;
+        }
+        frames.clear();
+        let mut free = self.free.lock();
+        if free.len() < POOLED_BUFFERS_MAX {
+            free.push(frames);
+        }
+    }
+
+    #[cfg(test)]
+    fn kept(&self) -> usize {
+        self.free.lock().len()
+    }
+}
+
 /// Transactions encoded as frames whose index and checksum are still zero.
 #[derive(Debug, Default)]
 pub(crate) struct Prepared {
@@ -56,8 +104,9 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    /// Validate and encode each transaction; bad ones are marked rejected, not queued.
-    pub fn new<'a>(txns: impl IntoIterator<Item = &'a Transaction>) -> Self {
+    /// Validate and encode each transaction; bad ones are marked rejected, not queued. A
+    /// large submission's frames go into a buffer from `pool` when one is free.
+    pub fn new<'a>(txns: impl IntoIterator<Item = &'a Transaction>, pool: &FramePool) -> Self {
         let mut p = Prepared::default();
         let mut txns = txns.into_iter();
         let (count, _) = txns.size_hint();
@@ -72,8 +121,13 @@ impl Prepared {
                 rest.saturating_mul(p.records.len())
                     .min(RECORDS_RESERVE_MAX),
             );
-            p.frames
-                .reserve(rest.saturating_mul(p.frames.len()).min(FRAMES_RESERVE_MAX));
+            let more = rest.saturating_mul(p.frames.len()).min(FRAMES_RESERVE_MAX);
+            let mut frames = pool.take(p.frames.len() + more);
+            if frames.capacity() > 0 {
+                frames.extend_from_slice(&p.frames);
+                p.frames = frames;
+            }
+            p.frames.reserve(more);
         }
         for txn in txns {
             p.push(txn);
@@ -197,7 +251,7 @@ mod tests {
             .write(ItemKey::node("a").unwrap(), Value::json("{}").unwrap())
             .write(ItemKey::edge("a", "l", "b").unwrap(), Value::TOMBSTONE);
         let bad = Transaction::new();
-        let mut p = Prepared::new([&bad, &txn]);
+        let mut p = Prepared::new([&bad, &txn], &FramePool::default());
         assert!(matches!(p.txns[0].rejected, Some(AppendError::Input(_))));
         assert_eq!(p.txns[1].records, 0..2);
         let spans = p.records.clone();
@@ -216,5 +270,38 @@ mod tests {
             key,
             ItemKey::edge("a", "l", "b").unwrap().to_bytes().as_slice()
         );
+    }
+
+    #[test]
+    fn large_submissions_reuse_frame_buffers_and_small_ones_do_not() {
+        let pool = FramePool::default();
+        let value = Value::json(format!(r#"{{"pad":"{}"}}"#, "x".repeat(1000))).unwrap();
+        let txns: Vec<_> = (0..2000)
+            .map(|i| Transaction::single(ItemKey::node(format!("n{i}")).unwrap(), value.clone()))
+            .collect();
+        let first = Prepared::new(&txns, &pool);
+        assert!(first.frames.len() >= POOLED_BUFFER_BYTES_MIN);
+        let at = first.frames.as_ptr();
+        pool.give(first.frames);
+        assert_eq!(pool.kept(), 1);
+        let second = Prepared::new(&txns, &pool);
+        assert_eq!(second.frames.as_ptr(), at, "the kept buffer was not reused");
+        assert_eq!(pool.kept(), 0);
+        // Encoded into a kept buffer or a new one, the frames are the same bytes.
+        let fresh = Prepared::new(&txns, &FramePool::default());
+        assert_eq!(second.frames, fresh.frames);
+        // A small submission takes nothing and its buffer is not kept.
+        pool.give(second.frames);
+        let small = Prepared::new(&txns[..1], &pool);
+        assert_eq!(pool.kept(), 1);
+        pool.give(small.frames);
+        assert_eq!(pool.kept(), 1);
+        // At most `POOLED_BUFFERS_MAX` are kept.
+        for _ in 0..POOLED_BUFFERS_MAX + 2 {
+            pool.give(Vec::with_capacity(POOLED_BUFFER_BYTES_MIN));
+        }
+        assert_eq!(pool.kept(), POOLED_BUFFERS_MAX);
+        pool.give(Vec::with_capacity(POOLED_BUFFER_BYTES_MAX + 1));
+        assert_eq!(pool.kept(), POOLED_BUFFERS_MAX);
     }
 }

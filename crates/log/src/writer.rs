@@ -228,6 +228,10 @@ impl Writer {
                     }
                 }
             }
+            // Staged (copied into the write buffer): its frames can hold the next submission.
+            self.shared
+                .frame_pool
+                .give(std::mem::take(&mut p.prepared.frames));
             self.replies.push((p.reply, results));
         }
         if self.shared.failure().is_none() {

@@ -170,6 +170,7 @@ impl EntrySorter {
                 tmp: spill.tmp,
                 pending,
                 current: Current::Idle,
+                spare: Batch::default(),
             },
             memory_bytes: self.memory_bytes,
             threads: self.threads,
@@ -246,6 +247,8 @@ enum State {
         tmp: TmpFiles,
         pending: VecDeque<Spilled>,
         current: Current,
+        /// The last bucket's batch once it is done with, read into again for the next.
+        spare: Batch,
     },
     Done,
 }
@@ -268,6 +271,7 @@ impl SortedEntries {
             tmp,
             pending,
             current,
+            spare,
         } = &mut self.state
         else {
             unreachable!("next_bucketed on a bucketed state only");
@@ -286,16 +290,22 @@ impl SortedEntries {
                 }
                 Current::Sorted { .. } | Current::Idle => {}
             }
-            *current = Current::Idle;
+            if let Current::Sorted { batch, .. } = std::mem::replace(current, Current::Idle) {
+                *spare = batch;
+            }
             let Some(bucket) = pending.pop_front() else {
                 return Ok(None);
             };
+            if bucket.kind == Kind::Equal || bucket.sort_cost_bytes() > self.memory_bytes {
+                // Streaming and splitting take memory of their own: the spare goes first.
+                *spare = Batch::default();
+            }
             if bucket.kind == Kind::Equal {
                 *current = Current::Stream(FrameReader::open(&bucket.path, STREAM_BUFFER_BYTES)?);
                 // Unlinked now; the open reader keeps the bytes until it is dropped.
                 remove(&bucket.path);
             } else if bucket.sort_cost_bytes() <= self.memory_bytes {
-                let mut batch = buckets::read_batch(&bucket)?;
+                let mut batch = buckets::read_batch(&bucket, std::mem::take(spare))?;
                 remove(&bucket.path);
                 batch.sort(self.threads);
                 *current = Current::Sorted { batch, pos: 0 };

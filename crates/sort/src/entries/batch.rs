@@ -30,6 +30,9 @@ pub(crate) struct Slot {
 pub(crate) struct Batch {
     bytes: Vec<u8>,
     slots: Vec<Slot>,
+    /// The two-way merge's output, kept from one sort to the next (its memory is the
+    /// scratch copy `SLOT_BYTES` counts).
+    scratch: Vec<Slot>,
 }
 
 /// Memory one entry of these lengths costs in a batch.
@@ -133,9 +136,13 @@ impl Batch {
     }
 
     /// Builds a batch from a whole bucket file's bytes; `Err(offset)` at the first frame
-    /// that is cut short or fails its checksum.
-    pub(crate) fn from_encoded(bytes: Vec<u8>) -> Result<Batch, u64> {
-        let mut slots = Vec::new();
+    /// that is cut short or fails its checksum. This batch's index and scratch memory are kept (a batch done with, reused for the
+    /// next bucket so its pages are not faulted in again).
+    pub(crate) fn refill(self, bytes: Vec<u8>) -> Result<Batch, u64> {
+        let Batch {
+            mut slots, scratch, ..
+        } = self;
+        slots.clear();
         let mut at = 0usize;
         while at < bytes.len() {
             let Some(head) = bytes.get(at..at + HEADER_BYTES) else {
@@ -158,7 +165,17 @@ impl Batch {
             });
             at = body_at + header.body_bytes();
         }
-        Ok(Batch { bytes, slots })
+        Ok(Batch {
+            bytes,
+            slots,
+            scratch,
+        })
+    }
+
+    /// Gives up the arena (to read the next bucket into) and keeps the rest.
+    pub(crate) fn take_bytes(&mut self) -> Vec<u8> {
+        self.slots.clear();
+        std::mem::take(&mut self.bytes)
     }
 
     /// `prefix_of` the key of entry `i`.
@@ -207,7 +224,17 @@ impl Batch {
                     scope.spawn(|| part.sort_by(|a, b| self.compare(a, b)));
                 }
             });
-            slots = self.merge_chunks(&slots, chunk);
+            if threads == 2 {
+                // The usual case on this machine: one merge, into memory kept for it.
+                let mut out = std::mem::take(&mut self.scratch);
+                out.clear();
+                let (a, b) = slots.split_at(chunk);
+                self.merge_two_into(a, b, &mut out);
+                self.scratch = slots;
+                slots = out;
+            } else {
+                slots = self.merge_chunks(&slots, chunk);
+            }
         }
         self.slots = slots;
     }
@@ -234,7 +261,13 @@ impl Batch {
     }
 
     fn merge_two(&self, a: &[Slot], b: &[Slot]) -> Vec<Slot> {
-        let mut out = Vec::with_capacity(a.len() + b.len());
+        let mut out = Vec::new();
+        self.merge_two_into(a, b, &mut out);
+        out
+    }
+
+    fn merge_two_into(&self, a: &[Slot], b: &[Slot], out: &mut Vec<Slot>) {
+        out.reserve(a.len() + b.len());
         let (mut i, mut j) = (0, 0);
         while i < a.len() && j < b.len() {
             if self.compare(&b[j], &a[i]) == Ordering::Less {
@@ -247,7 +280,6 @@ impl Batch {
         }
         out.extend_from_slice(&a[i..]);
         out.extend_from_slice(&b[j..]);
-        out
     }
 
     /// Splitters for `buckets_max` buckets: distinct keys at even quantiles of the (sorted)
@@ -266,4 +298,65 @@ impl Batch {
         }
         out
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries with many equal keys (so stability shows), enough of them that the sort runs
+    /// on threads and merges.
+    fn entries(n: usize, seed: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut x = seed;
+        (0..n)
+            .map(|i| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let key = format!("k{:03}", (x >> 33) % 500).into_bytes();
+                (key, (i as u64).to_be_bytes().to_vec())
+            })
+            .collect()
+    }
+
+    fn sorted(batch: &Batch) -> Vec<(Vec<u8>, Vec<u8>)> {
+        (0..batch.len())
+            .map(|i| (batch.key(i).to_vec(), batch.value(i).to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn threaded_sorts_are_stable_and_reuse_their_memory() {
+        for threads in [2, 3, 2] {
+            let mut batch = Batch::default();
+            for round in 0..2u64 {
+                let input = entries(PARALLEL_TEST_ENTRIES, round + threads as u64);
+                batch.clear();
+                for (k, v) in &input {
+                    batch.push(k, v);
+                }
+                batch.sort(threads);
+                let mut want = input;
+                want.sort_by(|a, b| a.0.cmp(&b.0)); // stable: push order on ties
+                assert!(
+                    sorted(&batch) == want,
+                    "{threads} threads, round {round}: not the stable order"
+                );
+            }
+        }
+        // A batch refilled from encoded bytes keeps its index memory and sorts the same.
+        let mut batch = Batch::default();
+        let input = entries(PARALLEL_TEST_ENTRIES, 9);
+        for (k, v) in &input {
+            batch.push(k, v);
+        }
+        let bytes = batch.take_bytes();
+        let mut batch = batch.refill(bytes).expect("intact frames");
+        batch.sort(2);
+        let mut want = input;
+        want.sort_by(|a, b| a.0.cmp(&b.0));
+        assert!(sorted(&batch) == want);
+    }
+
+    const PARALLEL_TEST_ENTRIES: usize = 100_000;
 }

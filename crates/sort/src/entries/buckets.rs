@@ -297,9 +297,20 @@ fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Reads a whole bucket file into a batch (checked frame by frame).
-pub(crate) fn read_batch(bucket: &Spilled) -> Result<Batch, SortError> {
-    let bytes = std::fs::read(&bucket.path).map_err(|e| SortError::read(&bucket.path, e))?;
-    Batch::from_encoded(bytes).map_err(|offset| SortError::Corrupt {
+/// Reads a bucket into `spare`, a batch done with whose memory is reused.
+pub(crate) fn read_batch(bucket: &Spilled, mut spare: Batch) -> Result<Batch, SortError> {
+    let mut bytes = spare.take_bytes();
+    bytes.clear();
+    let read = |bytes: &mut Vec<u8>| -> std::io::Result<()> {
+        let mut file = File::open(&bucket.path)?;
+        let len = file.metadata()?.len();
+        // Exactly: a doubling would take the reused arena past the sort's memory.
+        bytes.reserve_exact(usize::try_from(len).unwrap_or(usize::MAX));
+        file.read_to_end(bytes)?;
+        Ok(())
+    };
+    read(&mut bytes).map_err(|e| SortError::read(&bucket.path, e))?;
+    spare.refill(bytes).map_err(|offset| SortError::Corrupt {
         path: bucket.path.clone(),
         offset,
     })

@@ -515,17 +515,26 @@ fn parse_all(
     let threads = opts.threads.max(1);
     let (work_tx, work_rx) = sync_channel::<(Chunk, SyncSender<Vec<Line>>)>(threads);
     let work_rx = Mutex::new(work_rx);
+    // Parsed chunks' text buffers go back to the reader: memory the allocator would give
+    // back to the system and fault in again, zeroed, for the next chunk (docs/benchmarks/
+    // import.md, "Fresh pages").
+    let texts_kept = 2 * threads + 2;
+    let (text_back, texts) = sync_channel::<Vec<u8>>(texts_kept);
     std::thread::scope(|s| {
         // Each chunk's result, in input order, with the input bytes read once it is done.
         let (order_tx, order_rx) = sync_channel::<(Receiver<Vec<Line>>, u64)>(2 * threads);
         for _ in 0..threads {
             let work_rx = &work_rx;
+            let text_back = text_back.clone();
             s.spawn(move || loop {
                 let job = work_rx.lock().expect("a parser panicked").recv();
                 let Ok((chunk, done)) = job else { return };
                 let _ = done.send(chunk.parse());
+                // Full (the reader has enough) or closed: the buffer is freed instead.
+                let _ = text_back.try_send(chunk.text);
             });
         }
+        drop(text_back);
         let reader = s.spawn(move || -> Result<u64, ImportError> {
             let mut before = 0;
             for path in inputs {
@@ -534,7 +543,10 @@ fn parse_all(
                     source,
                 })?;
                 let mut reader = LineReader::new(path, BufReader::with_capacity(1 << 20, file));
-                while let Some(chunk) = reader.next_chunk(opts.parse_chunk_bytes.max(1))? {
+                while let Some(chunk) = reader.next_chunk(
+                    opts.parse_chunk_bytes.max(1),
+                    texts.try_recv().unwrap_or_default(),
+                )? {
                     let (done_tx, done_rx) = sync_channel(1);
                     let read = before + chunk.bytes_end;
                     // Either send fails only once the consumer stopped on an error.

@@ -191,11 +191,18 @@ impl<R: BufRead> LineReader<R> {
     }
 
     /// Read up to about `bytes_max` of lines into a chunk for a parser thread; `None` at
-    /// the end of the file.
-    pub fn next_chunk(&mut self, bytes_max: usize) -> Result<Option<Chunk>, ImportError> {
+    /// the end of the file. The chunk's text goes into `text` (emptied first): a buffer
+    /// an earlier chunk gave back, so its pages are not faulted in again.
+    pub fn next_chunk(
+        &mut self,
+        bytes_max: usize,
+        mut text: Vec<u8>,
+    ) -> Result<Option<Chunk>, ImportError> {
+        text.clear();
+        text.reserve(bytes_max + 4096);
         let mut chunk = Chunk {
             file: self.path.clone(),
-            text: Vec::with_capacity(bytes_max + 4096),
+            text,
             lines: Vec::new(),
             bytes_end: 0,
         };
@@ -280,7 +287,7 @@ mod tests {
         assert_eq!(r.bytes, input.len() as u64);
 
         let mut r = LineReader::new(Path::new("in.jsonl"), &input[..]);
-        let chunk = r.next_chunk(1 << 20).unwrap().unwrap();
+        let chunk = r.next_chunk(1 << 20, Vec::new()).unwrap().unwrap();
         let lines = chunk.parse();
         assert!(matches!(lines[0], Line::Write(..)));
         assert!(matches!(
@@ -288,6 +295,6 @@ mod tests {
             Line::Bad(ImportError::BadLine { line: 4, .. })
         ));
         assert_eq!((lines.len(), chunk.bytes_end), (2, input.len() as u64));
-        assert!(r.next_chunk(1 << 20).unwrap().is_none());
+        assert!(r.next_chunk(1 << 20, Vec::new()).unwrap().is_none());
     }
 }
