@@ -95,3 +95,9 @@ def test_multiget_and_lookup(client: spindle.Client, fresh: str) -> None:
     assert found.nodes == [a.id]
     client.wait_applied()
     assert client.lookup("by_name", "nothing-" + fresh).nodes == []
+    many = sorted(fresh + f"many{i}" for i in range(5))
+    for id_ in many:
+        client.put(Node(id_), {"name": fresh + "Many"})
+    client.wait_applied()
+    assert client.lookup("by_name", fresh + "Many", page_size=2).nodes == many
+    assert client.lookup("by_name", fresh + "Many").nodes == many

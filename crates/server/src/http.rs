@@ -728,7 +728,8 @@ fn item_key(p: &ReadParams) -> ApiResult<ItemKey> {
     })
 }
 
-/// Items per page of `/v1/history` and `/v1/out_edges` when `limit` is not given.
+/// Items per page of `/v1/history`, `/v1/out_edges` and `/v1/index` when `limit` is not
+/// given.
 pub const PAGE_ITEMS_DEFAULT: usize = 1_000;
 /// Largest `limit` of a page.
 pub const PAGE_ITEMS_MAX: usize = 10_000;
@@ -1175,6 +1176,10 @@ async fn multiget(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Respon
 struct IndexQuery {
     /// The indexed property's value as JSON text, URL-encoded (`%22Ada%22` for `"Ada"`).
     value: String,
+    /// Node ids per page: 1 to 10000, default 1000.
+    limit: Option<u64>,
+    /// The `next` of the previous page (the last node id it listed).
+    after: Option<String>,
 }
 
 /// The nodes whose indexed property equals the value asked.
@@ -1184,8 +1189,12 @@ struct IndexAnswer {
     index: String,
     /// The Index View's applied index when it answered.
     applied_index: u64,
-    /// Node ids.
+    /// Node ids, sorted as bytes; at most `limit`.
     nodes: Vec<String>,
+    /// Pass as `after` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    next: Option<String>,
 }
 
 #[utoipa::path(
@@ -1230,12 +1239,17 @@ async fn index_lookup(
         .ok_or_else(|| ApiError::bad("give ?value=<JSON value>, e.g. ?value=%22ada%22"))?;
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| ApiError::bad(format!("value is not JSON: {e}")))?;
+    let limit = page_limit(&q)?;
     Counters::bump(&node.metrics.reads, 1);
     let view = slot.get().ok_or_else(|| booting(&slot.name))?;
+    let (applied, nodes, more) =
+        view.lookup_page(&value, q.get("after").map(String::as_str), limit);
+    let next = if more { nodes.last().cloned() } else { None };
     Ok(Json(IndexAnswer {
         index: name,
-        applied_index: view.applied_index().get(),
-        nodes: view.lookup(&value),
+        applied_index: applied.get(),
+        nodes,
+        next,
     }))
 }
 

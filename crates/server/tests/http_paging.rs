@@ -1,4 +1,4 @@
-//! `/v1/history` and `/v1/out_edges` answer pages of at most `limit` entries with a `next`
+//! `/v1/history`, `/v1/out_edges` and `/v1/index` answer pages of at most `limit` entries with a `next`
 //! cursor; following the cursors yields exactly the whole list once, in order, and bad
 //! `limit`/`after` values are refused.
 
@@ -34,10 +34,21 @@ async fn all_pages(client: &HttpClient, first_path: &str, field: &str) -> (Vec<V
 
 #[test]
 fn history_and_out_edges_are_paged() {
-    let server = common::TestServer::start(|_| {});
+    let server = common::TestServer::start(|c| {
+        c.index_views = vec![spindle_server::config::IndexConfig {
+            name: "by_name".into(),
+            pointer: "/name".into(),
+        }];
+    });
     let client = server.http(None);
     server.rt.block_on(async {
         let mut writes = Vec::new();
+        // 37 nodes share a name (ids that sort differently as numbers and as bytes), one
+        // has another.
+        for i in 0..37 {
+            writes.push(json!({"item": {"kind": "node", "id": format!("p{i}")}, "value": {"name": "same"}}));
+        }
+        writes.push(json!({"item": {"kind": "node", "id": "q"}, "value": {"name": "other"}}));
         for i in 0..25 {
             writes.push(json!({"item": {"kind": "node", "id": "n"}, "value": {"i": i}}));
         }
@@ -53,6 +64,28 @@ fn history_and_out_edges_are_paged() {
             .unwrap();
         assert_eq!(status, StatusCode::OK, "{answer}");
         let last = answer["index"].as_u64().unwrap();
+
+        // The Index View applies the log after the append answers: wait for it.
+        let base = "/v1/index/by_name?value=%22same%22";
+        let mut waited = 0;
+        let whole = loop {
+            let (status, answer) = client.json(Method::GET, base, None).await.unwrap();
+            if status == StatusCode::OK && answer["applied_index"].as_u64() >= Some(last) {
+                break answer;
+            }
+            waited += 1;
+            assert!(waited < 500, "the index did not apply {last}: {answer}");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
+        let whole: Vec<Value> = whole["nodes"].as_array().unwrap().clone();
+        let mut want: Vec<String> = (0..37).map(|i| format!("p{i}")).collect();
+        want.sort();
+        assert_eq!(whole, want.iter().map(|s| json!(s)).collect::<Vec<_>>());
+        for limit in [1, 5, 36, 37] {
+            let (paged, pages) = all_pages(&client, &format!("{base}&limit={limit}"), "nodes").await;
+            assert_eq!(paged, whole, "limit {limit}");
+            assert_eq!(pages, 37usize.div_ceil(limit), "limit {limit}");
+        }
 
         let base = format!("/v1/history?node=n&min_index={last}");
         let (whole, pages) = all_pages(&client, &base, "versions").await;
@@ -76,6 +109,8 @@ fn history_and_out_edges_are_paged() {
         assert_eq!((paged_ab, pages), (whole_ab, 3));
 
         for path in [
+            "/v1/index/by_name?value=1&limit=0",
+            "/v1/index/by_name?value=1&limit=10001",
             "/v1/history?node=n&limit=0",
             "/v1/history?node=n&limit=10001",
             "/v1/history?node=n&after=x",

@@ -90,6 +90,32 @@ impl IndexView {
             .unwrap_or_default()
     }
 
+    /// A page of `lookup`: the applied index it was read at, at most `limit` ids above
+    /// `after` (if given), sorted, and whether more follow. Copies only the page's ids
+    /// under the view's lock, however many nodes share the value.
+    pub fn lookup_page(
+        &self,
+        value: &serde_json::Value,
+        after: Option<&str>,
+        limit: usize,
+    ) -> (Index, Vec<String>, bool) {
+        use std::ops::Bound;
+        let key = value.to_string();
+        let state = self.state.read();
+        let Some(ids) = state.by_value.get(&key) else {
+            return (state.applied, Vec::new(), false);
+        };
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut page: Vec<String> = ids
+            .range::<str, _>((from, Bound::Unbounded))
+            .take(limit.saturating_add(1))
+            .cloned()
+            .collect();
+        let more = page.len() > limit;
+        page.truncate(limit);
+        (state.applied, page, more)
+    }
+
     /// Every indexed node and its property value (for tests and dumps).
     pub fn snapshot(&self) -> (Index, BTreeMap<String, String>) {
         let state = self.state.read();

@@ -292,15 +292,31 @@ class Client:
             items.append(None if v is None else item_from_json({**v, "deleted": False}, k))
         return Multiget(answer_int(answer, "applied_index"), items)
 
-    def lookup(self, index: str, value: Any) -> Lookup:
-        """The live nodes whose indexed property equals `value` in Index View `index`."""
+    def lookup(self, index: str, value: Any, *, page_size: int = PAGE_ITEMS_DEFAULT) -> Lookup:
+        """The live nodes whose indexed property equals `value` in Index View `index`,
+        sorted, read a page of `page_size` at a time. Each page reads the view as it is
+        then; `applied_index` is the first page's."""
         path = "/v1/index/" + urllib.parse.quote(index, safe="")
-        resp = self._http.request("GET", path, query={"value": dumps(value)})
-        answer = json.loads(resp.body)
-        nodes = answer.get("nodes") if isinstance(answer, dict) else None
-        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
-            raise ProtocolError(f"index answer without nodes: {answer!r}")
-        return Lookup(index, answer_int(answer, "applied_index"), nodes)
+        nodes: list[str] = []
+        applied: int | None = None
+        cursor: str | None = None
+        while True:
+            resp = self._http.request(
+                "GET", path, query={"value": dumps(value), "limit": page_size, "after": cursor}
+            )
+            answer = json.loads(resp.body)
+            page = answer.get("nodes") if isinstance(answer, dict) else None
+            if not isinstance(page, list) or not all(isinstance(n, str) for n in page):
+                raise ProtocolError(f"index answer without nodes: {answer!r}")
+            if applied is None:
+                applied = answer_int(answer, "applied_index")
+            nodes.extend(page)
+            nxt = answer.get("next")
+            if nxt is None:
+                return Lookup(index, applied, nodes)
+            if not isinstance(nxt, str) or not page:
+                raise ProtocolError(f"index answer with a bad next: {answer!r}")
+            cursor = nxt
 
     def status(self) -> dict[str, Any]:
         """The node's status report (`GET /v1/status`) as JSON."""
