@@ -52,7 +52,8 @@ const RECORDS_RESERVE_MAX: usize = 1 << 20;
 /// touch (a sixth of a bulk import's CPU: docs/benchmarks/import.md, "Fresh pages"). It
 /// keeps at most `POOLED_BUFFERS_MAX` buffers of `POOLED_BUFFER_BYTES_MIN ..=
 /// POOLED_BUFFER_BYTES_MAX` capacity each (at most 128 MiB, held once submissions that
-/// large have been made); small submissions neither take nor give.
+/// large have been made); a submission of less than `POOLED_BUFFER_BYTES_MIN` takes none,
+/// and a buffer that stayed smaller is not kept.
 #[derive(Debug, Default)]
 pub(crate) struct FramePool {
     free: parking_lot::Mutex<Vec<Vec<u8>>>,
@@ -111,6 +112,14 @@ impl Prepared {
         let mut txns = txns.into_iter();
         let (count, _) = txns.size_hint();
         let Some(first) = txns.next() else { return p };
+        // Frames of about the first transaction's size for each (capped): a large
+        // submission encodes into a kept buffer when one is free.
+        let first_bytes = first.validate().unwrap_or(0) + first.writes.len() * FRAME_HEADER_BYTES;
+        p.frames = pool.take(
+            first_bytes
+                .saturating_mul(count.max(1))
+                .min(FRAMES_RESERVE_MAX),
+        );
         p.push(first);
         // Room for the rest, assuming transactions like the first (capped), so a large
         // submission is not copied and faulted in again at every doubling of its buffers.
@@ -121,13 +130,8 @@ impl Prepared {
                 rest.saturating_mul(p.records.len())
                     .min(RECORDS_RESERVE_MAX),
             );
-            let more = rest.saturating_mul(p.frames.len()).min(FRAMES_RESERVE_MAX);
-            let mut frames = pool.take(p.frames.len() + more);
-            if frames.capacity() > 0 {
-                frames.extend_from_slice(&p.frames);
-                p.frames = frames;
-            }
-            p.frames.reserve(more);
+            p.frames
+                .reserve(rest.saturating_mul(p.frames.len()).min(FRAMES_RESERVE_MAX));
         }
         for txn in txns {
             p.push(txn);
@@ -296,6 +300,18 @@ mod tests {
         assert_eq!(pool.kept(), 1);
         pool.give(small.frames);
         assert_eq!(pool.kept(), 1);
+        // One large transaction takes a kept buffer too.
+        let big = Value::json(format!(r#"{{"pad":"{}"}}"#, "x".repeat(600 << 10))).unwrap();
+        let one = (0..3).fold(Transaction::new(), |t, i| {
+            t.write(ItemKey::node(format!("big{i}")).unwrap(), big.clone())
+        });
+        let single = Prepared::new([&one], &pool);
+        assert_eq!(
+            pool.kept(),
+            0,
+            "a single large transaction took no kept buffer"
+        );
+        pool.give(single.frames);
         // At most `POOLED_BUFFERS_MAX` are kept.
         for _ in 0..POOLED_BUFFERS_MAX + 2 {
             pool.give(Vec::with_capacity(POOLED_BUFFER_BYTES_MIN));

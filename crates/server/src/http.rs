@@ -128,13 +128,19 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        // These answer a request whose body was not read to its end.
+        let unread = matches!(self.code, "busy" | "body_timeout" | "body_too_large");
         let body = ErrorBody {
             error: self.code,
             message: self.message,
             failed: self.failed,
             version: self.version,
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if unread {
+            response.extensions_mut().insert(BodyUnread);
+        }
+        response
     }
 }
 
@@ -321,17 +327,23 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
+/// Marks an answer to a request whose body was not read to its end (too large, too slow,
+/// or refused for want of room in the body budget).
+#[derive(Clone, Copy, Debug)]
+struct BodyUnread;
+
 /// Count every request refused as malformed (`bad_requests_total`), in one place; close the
-/// HTTP/1 connection after a body that was too large or too slow, whose rest is never read
-/// (over HTTP/2 only that request's stream ends: the connection's other streams go on).
+/// HTTP/1 connection after a body that was too large or too slow, or refused as `busy`,
+/// whose rest is never read (over HTTP/2 only that request's stream ends: the connection's
+/// other streams go on).
 async fn count_refusals(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
     let http1 = req.version() < axum::http::Version::HTTP_2;
     let mut response = next.run(req).await;
     if http1
-        && matches!(
+        && (matches!(
             response.status(),
             StatusCode::REQUEST_TIMEOUT | StatusCode::PAYLOAD_TOO_LARGE
-        )
+        ) || response.extensions().get::<BodyUnread>().is_some())
     {
         response.headers_mut().insert(
             header::CONNECTION,
@@ -491,7 +503,7 @@ fn to_transaction(txn: TxnJson<'_>) -> ApiResult<Transaction> {
         (status = 400, description = "Malformed transaction (`bad_request`); nothing written", body = ErrorBody),
         (status = 421, description = "This is a disk-view server (`read_only_role`): append through a node", body = ErrorBody),
         (status = 409, description = "A condition failed (`conflict`, with `failed`); nothing written", body = ErrorBody),
-        (status = 503, description = "The log refuses writes (`log_unavailable`), or this api server is a standby (`standby`: another holds the appender lease)", body = ErrorBody),
+        (status = 503, description = "The log refuses writes (`log_unavailable`), this api server is a standby (`standby`: another holds the appender lease), or no room for the body in `request_bodies_bytes_max` in time (`busy`); nothing written", body = ErrorBody),
     )
 )]
 async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<AppendAnswer>> {
@@ -1112,7 +1124,7 @@ struct MultigetAnswer<'a> {
     responses(
         (status = 200, description = "The values", body = MultigetAnswer),
         (status = 400, description = "Malformed request (`bad_request`)", body = ErrorBody),
-        (status = 503, description = "The Memory View is booting (`booting`) or stopped following the log (`views_stalled`, `view_paused`)", body = ErrorBody),
+        (status = 503, description = "The Memory View is booting (`booting`) or stopped following the log (`views_stalled`, `view_paused`), or no room for the body in `request_bodies_bytes_max` in time (`busy`)", body = ErrorBody),
         (status = 504, description = "The view did not apply `min_index` in time (`not_yet_applied`)", body = ErrorBody),
     )
 )]
@@ -1399,7 +1411,7 @@ async fn store_chunk(
         (status = 200, description = "Already stored", body = PutAnswer),
         (status = 400, description = "Empty body, bad id, or a hash other than the id (`bad_request`)", body = ErrorBody),
         (status = 413, description = "Larger than `chunk_bytes_max` (`body_too_large`)", body = ErrorBody),
-        (status = 503, description = "The store's writes failed (`chunk_store_failed`)", body = ErrorBody),
+        (status = 503, description = "The store's writes failed (`chunk_store_failed`), or no room for the body in `request_bodies_bytes_max` in time (`busy`)", body = ErrorBody),
         (status = 507, description = "Past `chunk_store_bytes_max` (`store_full`) or the disk is full (`disk_full`)", body = ErrorBody),
     )
 )]
@@ -1425,7 +1437,7 @@ async fn put_chunk(
         (status = 200, description = "Already stored", body = PutAnswer),
         (status = 400, description = "Empty body (`bad_request`)", body = ErrorBody),
         (status = 413, description = "Larger than `chunk_bytes_max` (`body_too_large`)", body = ErrorBody),
-        (status = 503, description = "The store's writes failed (`chunk_store_failed`)", body = ErrorBody),
+        (status = 503, description = "The store's writes failed (`chunk_store_failed`), or no room for the body in `request_bodies_bytes_max` in time (`busy`)", body = ErrorBody),
         (status = 507, description = "Past `chunk_store_bytes_max` (`store_full`) or the disk is full (`disk_full`)", body = ErrorBody),
     )
 )]

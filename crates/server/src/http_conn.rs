@@ -49,6 +49,17 @@ pub const H2_STREAMS_MAX: u32 = 64;
 /// answer heads over them with JSON errors, as over HTTP/1.
 pub const H2_HEADER_LIST_BYTES_MAX: u32 = 400 << 10;
 
+/// Bytes one HTTP/2 stream may send ahead of the handler's reads. A stream whose body
+/// waits for room in the body budget (`request_bodies_bytes_max`) is not read, and what
+/// its client sent meanwhile counts against the connection's window too: with this an
+/// eighth of the connection's window, eight such streams must wait before the others'
+/// bodies stop arriving. (Flow-control buffers, at most the connection window per
+/// connection, are outside the body budget.)
+pub const H2_STREAM_WINDOW_BYTES: u32 = 128 << 10;
+/// Bytes all of one HTTP/2 connection's streams may send ahead of the handlers' reads
+/// (hyper's default).
+pub const H2_CONNECTION_WINDOW_BYTES: u32 = 1 << 20;
+
 /// Serve one accepted connection until it ends, or until `closing` turns true and its
 /// requests in flight have finished.
 pub async fn serve_connection(
@@ -109,7 +120,9 @@ pub async fn serve_connection(
         .keep_alive_interval(Some(head_max))
         .keep_alive_timeout(head_max)
         .max_concurrent_streams(H2_STREAMS_MAX)
-        .max_header_list_size(H2_HEADER_LIST_BYTES_MAX);
+        .max_header_list_size(H2_HEADER_LIST_BYTES_MAX)
+        .initial_stream_window_size(H2_STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(H2_CONNECTION_WINDOW_BYTES);
     let conn = builder.serve_connection(io, service);
     let mut conn = std::pin::pin!(conn);
     let mut watch = tokio::time::interval((head_max / 4).max(Duration::from_millis(10)));

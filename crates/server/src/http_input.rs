@@ -16,7 +16,6 @@ use axum::extract::{Path, Request};
 use axum::http::{StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use bytes::BytesMut;
 use http_body::Body as _;
 use http_body_util::BodyExt as _;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -180,9 +179,13 @@ fn kib(bytes: usize) -> u32 {
     u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
 }
 
-/// Read a body of at most `limit` bytes within `time_max`, taking its bytes from `budget`.
-/// A declared `Content-Length` over the limit is refused before anything is read; a body
-/// that stops arriving is `408`; a body the budget has no room for by then is `503 busy`.
+/// Read a body of at most `limit` bytes, taking its bytes from `budget`. Before its first
+/// byte is read a body takes its whole share at once — all of a declared `Content-Length`,
+/// else `limit`, of which what the body did not use is given back once it is read — so no
+/// body ever holds part of the budget while it waits for more. A body the budget has no
+/// room for within `time_max` is `503 busy`; a declared length over the limit is refused
+/// before anything is read; an admitted body that has not arrived within `time_max` of
+/// its admission is `408`.
 pub async fn read_body(
     body: Body,
     limit: usize,
@@ -196,13 +199,20 @@ pub async fn read_body(
             format!("request body is over the limit of {limit} bytes ({got})"),
         )
     };
-    let declared = body.size_hint().lower();
-    if declared > limit as u64 {
-        return Err(too_large(&format!("Content-Length is {declared}")));
+    let hint = body.size_hint();
+    if hint.lower() > limit as u64 {
+        return Err(too_large(&format!("Content-Length is {}", hint.lower())));
     }
-    let deadline = Instant::now() + time_max;
-    let busy = || {
-        ApiError::new(
+    let declared = hint.exact().map(|n| n as usize);
+    let share = declared.unwrap_or(limit);
+    let admitted = tokio::time::timeout(
+        time_max,
+        budget.permits.clone().acquire_many_owned(kib(share)),
+    )
+    .await;
+    // The budget's semaphore is never closed.
+    let Ok(Ok(mut held)) = admitted else {
+        return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "busy",
             format!(
@@ -211,25 +221,13 @@ pub async fn read_body(
                 budget.bytes(),
                 time_max.as_millis()
             ),
-        )
+        ));
     };
-    let take = |n: u32| {
-        let permits = budget.permits.clone();
-        async move {
-            match tokio::time::timeout_at(deadline, permits.acquire_many_owned(n)).await {
-                Ok(Ok(permit)) => Ok(permit),
-                // The budget's semaphore is never closed.
-                Ok(Err(_)) | Err(_) => Err(busy()),
-            }
-        }
-    };
-    // A declared length is taken whole before the first byte is read, so bodies of known
-    // length never hold part of the budget while waiting for the rest of it.
-    let declared = declared as usize;
-    let mut held = take(kib(declared)).await?;
-    // A body that arrives in one frame is kept as it came; one of several is gathered.
+    let deadline = Instant::now() + time_max;
+    // A body that arrives in one frame is kept as it came; one of several is gathered into
+    // a buffer that never grows past the body's share.
     let mut first: Option<Bytes> = None;
-    let mut buf = BytesMut::new();
+    let mut buf: Vec<u8> = Vec::new();
     let mut body = std::pin::pin!(body);
     loop {
         let frame = match tokio::time::timeout_at(deadline, body.as_mut().frame()).await {
@@ -253,27 +251,40 @@ pub async fn read_body(
             continue; // trailers
         };
         let len = first.as_ref().map_or(buf.len(), Bytes::len) + data.len();
-        if len > limit {
+        if len > share {
             return Err(too_large("it kept coming"));
         }
-        let more = kib(len).saturating_sub(held.num_permits() as u32);
-        if more > 0 {
-            held.merge(take(more).await?);
+        if buf.is_empty() && first.is_none() {
+            first = Some(data);
+            continue;
+        }
+        if len > buf.capacity() {
+            // Doubling, but exactly and never past the share the body holds.
+            let cap = declared.unwrap_or_else(|| len.max(2 * buf.capacity()).min(share));
+            buf.reserve_exact(cap - buf.len());
         }
         if let Some(f) = first.take() {
-            buf.reserve(declared.max(len));
             buf.extend_from_slice(&f);
-            buf.extend_from_slice(&data);
-        } else if buf.is_empty() {
-            first = Some(data);
-        } else {
-            buf.extend_from_slice(&data);
         }
+        buf.extend_from_slice(&data);
     }
-    Ok(HeldBody {
-        bytes: first.unwrap_or_else(|| buf.freeze()),
-        _held: held,
-    })
+    // Give back what the body did not use (a body of unknown length took `limit`); a
+    // gathered body keeps its buffer's whole capacity.
+    let (bytes, used) = match first {
+        Some(f) => {
+            let len = f.len();
+            (f, len)
+        }
+        None => {
+            let cap = buf.capacity();
+            (Bytes::from(buf), cap)
+        }
+    };
+    let used = kib(used) as usize;
+    if held.num_permits() > used {
+        drop(held.split(held.num_permits() - used));
+    }
+    Ok(HeldBody { bytes, _held: held })
 }
 
 #[cfg(test)]

@@ -305,7 +305,8 @@ impl SortedEntries {
                 // Unlinked now; the open reader keeps the bytes until it is dropped.
                 remove(&bucket.path);
             } else if bucket.sort_cost_bytes() <= self.memory_bytes {
-                let mut batch = buckets::read_batch(&bucket, std::mem::take(spare))?;
+                let mut batch =
+                    buckets::read_batch(&bucket, std::mem::take(spare), self.memory_bytes)?;
                 remove(&bucket.path);
                 batch.sort(self.threads);
                 *current = Current::Sorted { batch, pos: 0 };

@@ -135,14 +135,39 @@ impl Batch {
         });
     }
 
-    /// Builds a batch from a whole bucket file's bytes; `Err(offset)` at the first frame
-    /// that is cut short or fails its checksum. This batch's index and scratch memory are kept (a batch done with, reused for the
-    /// next bucket so its pages are not faulted in again).
-    pub(crate) fn refill(self, bytes: Vec<u8>) -> Result<Batch, u64> {
-        let Batch {
-            mut slots, scratch, ..
-        } = self;
+    /// Memory this batch would hold as the batch of a bucket of `len` bytes and `entries`
+    /// entries: each of its arena, index and scratch at least what the bucket needs.
+    pub(crate) fn held_bytes_for(&self, len: usize, entries: usize) -> u64 {
+        let slot = std::mem::size_of::<Slot>();
+        (self.bytes.capacity().max(len)
+            + self.slots.capacity().max(entries) * slot
+            + self.scratch.capacity().max(entries) * slot) as u64
+    }
+
+    /// Memory the batch holds now (arena, index and scratch).
+    #[cfg(test)]
+    pub(crate) fn held_bytes(&self) -> u64 {
+        self.held_bytes_for(0, 0)
+    }
+
+    /// Room in the index (exactly) for `entries` more.
+    pub(crate) fn reserve_index(&mut self, entries: usize) {
+        self.slots.reserve_exact(entries);
+    }
+
+    /// This batch's index and scratch with `bytes` as its arena, not indexed yet.
+    pub(crate) fn with_bytes(mut self, bytes: Vec<u8>) -> Batch {
+        self.slots.clear();
+        self.bytes = bytes;
+        self
+    }
+
+    /// Indexes the arena's frames (a whole bucket file's bytes); `Err(offset)` at the
+    /// first frame that is cut short or fails its checksum.
+    pub(crate) fn index_encoded(mut self) -> Result<Batch, u64> {
+        let mut slots = std::mem::take(&mut self.slots);
         slots.clear();
+        let bytes = &self.bytes;
         let mut at = 0usize;
         while at < bytes.len() {
             let Some(head) = bytes.get(at..at + HEADER_BYTES) else {
@@ -165,11 +190,8 @@ impl Batch {
             });
             at = body_at + header.body_bytes();
         }
-        Ok(Batch {
-            bytes,
-            slots,
-            scratch,
-        })
+        self.slots = slots;
+        Ok(self)
     }
 
     /// Gives up the arena (to read the next bucket into) and keeps the rest.
@@ -267,7 +289,8 @@ impl Batch {
     }
 
     fn merge_two_into(&self, a: &[Slot], b: &[Slot], out: &mut Vec<Slot>) {
-        out.reserve(a.len() + b.len());
+        // Exactly: a kept scratch must not grow past what the budget counts for it.
+        out.reserve_exact(a.len() + b.len());
         let (mut i, mut j) = (0, 0);
         while i < a.len() && j < b.len() {
             if self.compare(&b[j], &a[i]) == Ordering::Less {
@@ -351,7 +374,10 @@ mod tests {
             batch.push(k, v);
         }
         let bytes = batch.take_bytes();
-        let mut batch = batch.refill(bytes).expect("intact frames");
+        let mut batch = batch
+            .with_bytes(bytes)
+            .index_encoded()
+            .expect("intact frames");
         batch.sort(2);
         let mut want = input;
         want.sort_by(|a, b| a.0.cmp(&b.0));

@@ -297,20 +297,38 @@ fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Reads a whole bucket file into a batch (checked frame by frame).
-/// Reads a bucket into `spare`, a batch done with whose memory is reused.
-pub(crate) fn read_batch(bucket: &Spilled, mut spare: Batch) -> Result<Batch, SortError> {
-    let mut bytes = spare.take_bytes();
-    bytes.clear();
-    let read = |bytes: &mut Vec<u8>| -> std::io::Result<()> {
-        let mut file = File::open(&bucket.path)?;
-        let len = file.metadata()?.len();
-        // Exactly: a doubling would take the reused arena past the sort's memory.
-        bytes.reserve_exact(usize::try_from(len).unwrap_or(usize::MAX));
-        file.read_to_end(bytes)?;
-        Ok(())
+/// Reads a bucket into a batch. `spare`, a batch done with, lends its memory when the
+/// result still fits in `memory_bytes` with it (its arena, index and scratch each at least
+/// what this bucket needs); otherwise it is dropped first and the batch is allocated to
+/// the bucket's exact size, as `sort_cost_bytes` counts it.
+pub(crate) fn read_batch(
+    bucket: &Spilled,
+    spare: Batch,
+    memory_bytes: u64,
+) -> Result<Batch, SortError> {
+    let len = usize::try_from(bucket.file_bytes).unwrap_or(usize::MAX);
+    let entries = usize::try_from(bucket.entries).unwrap_or(usize::MAX);
+    let spare = if spare.held_bytes_for(len, entries) <= memory_bytes {
+        spare
+    } else {
+        Batch::default()
     };
-    read(&mut bytes).map_err(|e| SortError::read(&bucket.path, e))?;
-    spare.refill(bytes).map_err(|offset| SortError::Corrupt {
+    let read = || -> std::io::Result<Batch> {
+        let mut file = File::open(&bucket.path)?;
+        let mut spare = spare;
+        let mut bytes = spare.take_bytes();
+        bytes.clear();
+        if bytes.capacity() < len {
+            // A new arena rather than a grown one: growing copies, and may overshoot.
+            bytes = Vec::new();
+            bytes.reserve_exact(len);
+        }
+        file.read_to_end(&mut bytes)?;
+        spare.reserve_index(entries);
+        Ok(spare.with_bytes(bytes))
+    };
+    let batch = read().map_err(|e| SortError::read(&bucket.path, e))?;
+    batch.index_encoded().map_err(|offset| SortError::Corrupt {
         path: bucket.path.clone(),
         offset,
     })
@@ -320,6 +338,55 @@ pub(crate) fn read_batch(bucket: &Spilled, mut spare: Batch) -> Result<Batch, So
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn bucket_file(dir: &Path, name: &str, entries: usize, value_len: usize) -> Spilled {
+        let mut bytes = Vec::new();
+        for i in 0..entries {
+            super::super::batch::encode(
+                &mut bytes,
+                &(i as u64).to_be_bytes(),
+                &vec![7u8; value_len],
+            );
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        Spilled {
+            path,
+            kind: Kind::Range,
+            file_bytes: bytes.len() as u64,
+            entries: entries as u64,
+            depth: 0,
+        }
+    }
+
+    /// A bucket of a few large entries, then one of many small ones, then the first again:
+    /// each fits the budget alone, and the batch reused from one to the next never holds
+    /// more than the budget.
+    #[test]
+    fn a_reused_batch_stays_within_the_sort_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let large = bucket_file(dir.path(), "large", 60, 50_000);
+        let small = bucket_file(dir.path(), "small", 70_000, 0);
+        let memory = large.sort_cost_bytes().max(small.sort_cost_bytes()) + 40_000;
+        let mut spare = Batch::default();
+        for (round, bucket) in [&large, &small, &large, &small].into_iter().enumerate() {
+            assert!(bucket.sort_cost_bytes() <= memory);
+            let mut batch = read_batch(bucket, spare, memory).unwrap();
+            batch.sort(2);
+            assert_eq!(batch.len() as u64, bucket.entries);
+            assert!(
+                batch.held_bytes() <= memory,
+                "round {round}: {} bytes held, memory {memory}",
+                batch.held_bytes()
+            );
+            spare = batch;
+        }
+        // Two buckets of one shape reuse the memory outright.
+        let spare = read_batch(&small, Batch::default(), memory).unwrap();
+        let before = spare.held_bytes();
+        let again = read_batch(&small, spare, memory).unwrap();
+        assert_eq!(again.held_bytes(), before);
+    }
 
     /// Routing by byte comparison alone: the rule `route_prefixed` must agree with.
     fn route_by_bytes(splitters: &[Vec<u8>], key: &[u8]) -> usize {
