@@ -49,6 +49,24 @@ fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, Str
     (status, answer)
 }
 
+/// Open a chunked request to `path` and send `pieces` of it; the body is not ended.
+fn chunked(addr: SocketAddr, path: &str, pieces: &[&[u8]]) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+         Transfer-Encoding: chunked\r\n\r\n"
+    )
+    .unwrap();
+    for piece in pieces {
+        write!(s, "{:x}\r\n", piece.len()).unwrap();
+        s.write_all(piece).unwrap();
+        s.write_all(b"\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s
+}
+
 /// A transaction writing `item`, padded with spaces to `bytes`.
 fn txn_of(item: &str, bytes: usize) -> Vec<u8> {
     let mut t =
@@ -139,22 +157,12 @@ fn a_body_of_unknown_length_holds_the_limit_while_read_and_gives_back_what_it_di
     // its 10 KiB (not the 64 KiB it took while its length was unknown).
     let addr = server.bound.http;
     let waiter = std::thread::spawn(move || {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.write_all(
-            b"POST /v1/multiget HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
-              Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
-        )
-        .unwrap();
         let mut body =
             br#"{"items":[{"kind":"node","id":"a"}],"min_index":1000000000,"timeout_ms":3000}"#
                 .to_vec();
         body.resize(10 << 10, b' ');
-        for piece in body.chunks(5 << 10) {
-            write!(s, "{:x}\r\n", piece.len()).unwrap();
-            s.write_all(piece).unwrap();
-            s.write_all(b"\r\n").unwrap();
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let pieces: Vec<&[u8]> = body.chunks(5 << 10).collect();
+        let mut s = chunked(addr, "/v1/multiget", &pieces);
         s.write_all(b"0\r\n\r\n").unwrap();
         let mut answer = String::new();
         s.read_to_string(&mut answer).unwrap();
@@ -169,18 +177,8 @@ fn a_body_of_unknown_length_holds_the_limit_while_read_and_gives_back_what_it_di
         node.body_budget.held_bytes() == 0
     });
     // A chunked body that stops arriving holds its endpoint's limit meanwhile.
-    let mut s = TcpStream::connect(server.bound.http).unwrap();
-    s.write_all(
-        b"POST /v1/txn HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
-          Transfer-Encoding: chunked\r\n\r\n",
-    )
-    .unwrap();
     let piece = vec![b' '; 10 << 10];
-    for _ in 0..4 {
-        write!(s, "{:x}\r\n", piece.len()).unwrap();
-        s.write_all(&piece).unwrap();
-        s.write_all(b"\r\n").unwrap();
-    }
+    let mut s = chunked(server.bound.http, "/v1/txn", &[piece.as_slice(); 4]);
     wait_until("the limit to be held", || {
         node.body_budget.held_bytes() == BODY_MAX as u64
     });
@@ -193,17 +191,7 @@ fn a_body_of_unknown_length_holds_the_limit_while_read_and_gives_back_what_it_di
         node.body_budget.held_bytes() == 0
     });
     // A chunked body past the largest body is still 413, and gives back what it held.
-    let mut s = TcpStream::connect(server.bound.http).unwrap();
-    s.write_all(
-        b"POST /v1/txn HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
-          Transfer-Encoding: chunked\r\n\r\n",
-    )
-    .unwrap();
-    for _ in 0..7 {
-        write!(s, "{:x}\r\n", piece.len()).unwrap();
-        s.write_all(&piece).unwrap();
-        s.write_all(b"\r\n").unwrap();
-    }
+    let mut s = chunked(server.bound.http, "/v1/txn", &[piece.as_slice(); 7]);
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);
