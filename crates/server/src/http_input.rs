@@ -125,8 +125,8 @@ pub fn path_param(p: Result<Path<String>, PathRejection>) -> Result<String, ApiE
 }
 
 /// Request bodies held at once, across every connection and stream: each body takes its
-/// bytes from this budget as they arrive (all of a declared `Content-Length` at once) and
-/// gives them back when its request is done with them. Counted in KiB.
+/// share of this budget before it is read (`read_body`) and gives it back when its request
+/// is done with it. Counted in KiB.
 #[derive(Debug)]
 pub struct BodyBudget {
     permits: Arc<Semaphore>,
