@@ -426,8 +426,10 @@ impl FileLog {
 
     /// Append a transaction; resolves with its commit index once it is durable.
     pub async fn append(&self, txn: &Transaction) -> Result<Index, AppendError> {
-        let prepared = Prepared::new([txn], &self.inner.shared.frame_pool);
+        let pool = &self.inner.shared.frame_pool;
+        let prepared = Prepared::new([txn], pool);
         if let Some(rejected) = prepared.txns[0].rejected.clone() {
+            pool.give(prepared.frames);
             return Err(rejected);
         }
         let (reply, rx) = oneshot::channel();
@@ -439,8 +441,10 @@ impl FileLog {
     /// (own conditions, own commit index, own outcome, in the order given); they share the
     /// queueing and the reply, which makes pipelined clients cheap.
     pub async fn append_many(&self, txns: &[Transaction]) -> Vec<Result<Index, AppendError>> {
-        let prepared = Prepared::new(txns, &self.inner.shared.frame_pool);
+        let pool = &self.inner.shared.frame_pool;
+        let mut prepared = Prepared::new(txns, pool);
         if !prepared.has_work() {
+            pool.give(std::mem::take(&mut prepared.frames));
             return prepared
                 .txns
                 .into_iter()

@@ -114,7 +114,9 @@ impl Prepared {
         let Some(first) = txns.next() else { return p };
         // Frames of about the first transaction's size for each (capped): a large
         // submission encodes into a kept buffer when one is free.
-        let first_bytes = first.validate().unwrap_or(0) + first.writes.len() * FRAME_HEADER_BYTES;
+        let first_bytes = first
+            .validate()
+            .map_or(0, |n| n + first.writes.len() * FRAME_HEADER_BYTES);
         p.frames = pool.take(
             first_bytes
                 .saturating_mul(count.max(1))

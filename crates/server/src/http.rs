@@ -1220,7 +1220,7 @@ struct IndexAnswer {
     ),
     responses(
         (status = 200, description = "The nodes", body = IndexAnswer),
-        (status = 400, description = "Missing or malformed `value` (`bad_request`)", body = ErrorBody),
+        (status = 400, description = "Missing or malformed `value`, or `limit` out of range (`bad_request`)", body = ErrorBody),
         (status = 404, description = "No such Index View (`unknown_index`)", body = ErrorBody),
         (status = 503, description = "The Index View is booting (`booting`)", body = ErrorBody),
     )

@@ -52,8 +52,8 @@ pub const H2_HEADER_LIST_BYTES_MAX: u32 = 400 << 10;
 /// Bytes one HTTP/2 stream may send ahead of the handler's reads. A stream whose body
 /// waits for room in the body budget (`request_bodies_bytes_max`) is not read, and what
 /// its client sent meanwhile counts against the connection's window too: with this an
-/// eighth of the connection's window, eight such streams must wait before the others'
-/// bodies stop arriving. (Flow-control buffers, at most the connection window per
+/// eighth of the connection's window, it takes eight such streams to stop the others'
+/// bodies (and an upload runs at most this much per round trip). (Flow-control buffers, at most the connection window per
 /// connection, are outside the body budget.)
 pub const H2_STREAM_WINDOW_BYTES: u32 = 128 << 10;
 /// Bytes all of one HTTP/2 connection's streams may send ahead of the handlers' reads

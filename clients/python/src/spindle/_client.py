@@ -302,7 +302,14 @@ class Client:
         cursor: str | None = None
         while True:
             resp = self._http.request(
-                "GET", path, query={"value": dumps(value), "limit": page_size, "after": cursor}
+                "GET",
+                path,
+                query={
+                    "value": dumps(value),
+                    # Sent only when not the default, as a server before paging refuses it.
+                    "limit": None if page_size == PAGE_ITEMS_DEFAULT else page_size,
+                    "after": cursor,
+                },
             )
             answer = json.loads(resp.body)
             page = answer.get("nodes") if isinstance(answer, dict) else None

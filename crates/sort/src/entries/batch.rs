@@ -237,13 +237,17 @@ impl Batch {
         let threads = threads.clamp(1, 64);
         // Below this many entries a thread costs more than it saves.
         const PARALLEL_ENTRIES_MIN: usize = 1 << 16;
+        // An unstable sort with push order (the arena offset, which rises with it) as the
+        // tie-break: the stable order, without the scratch memory a stable sort allocates
+        // beyond what the budget counts (`SLOT_BYTES`).
+        let in_order = |a: &Slot, b: &Slot| self.compare(a, b).then(a.offset.cmp(&b.offset));
         if threads == 1 || slots.len() < PARALLEL_ENTRIES_MIN {
-            slots.sort_by(|a, b| self.compare(a, b));
+            slots.sort_unstable_by(in_order);
         } else {
             let chunk = slots.len().div_ceil(threads);
             std::thread::scope(|scope| {
                 for part in slots.chunks_mut(chunk) {
-                    scope.spawn(|| part.sort_by(|a, b| self.compare(a, b)));
+                    scope.spawn(|| part.sort_unstable_by(in_order));
                 }
             });
             if threads == 2 {

@@ -311,6 +311,7 @@ pub(crate) fn read_batch(
     let spare = if spare.held_bytes_for(len, entries) <= memory_bytes {
         spare
     } else {
+        drop(spare);
         Batch::default()
     };
     let read = || -> std::io::Result<Batch> {
