@@ -81,13 +81,7 @@ impl IndexView {
 
     /// Ids of the live nodes whose property equals `value`, sorted.
     pub fn lookup(&self, value: &serde_json::Value) -> Vec<String> {
-        let key = value.to_string();
-        self.state
-            .read()
-            .by_value
-            .get(&key)
-            .map(|ids| ids.iter().cloned().collect())
-            .unwrap_or_default()
+        self.lookup_page(value, None, usize::MAX).1
     }
 
     /// A page of `lookup`: the applied index it was read at, at most `limit` ids above
