@@ -993,18 +993,14 @@ fn parse_edge_cursor(cursor: &str) -> ApiResult<(String, String)> {
 #[derive(Debug, Serialize, ToSchema)]
 struct EdgesPage<'a> {
     node: &'a str,
+    /// At most `limit` edges; fewer (none, even) when the page stopped at its scan bound
+    /// with `next` set.
     edges: Vec<VersionOut<'a>>,
-    /// Pass as `after` for the next page; absent on the last page.
+    /// Pass as `after` for the next page; absent on the last page (only its absence says
+    /// the listing is complete).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     next: Option<String>,
-}
-
-fn edge_label_to(key: &ItemKey) -> (&str, &str) {
-    match key {
-        ItemKey::Edge { label, to, .. } => (label, to),
-        ItemKey::Node { .. } => ("", ""),
-    }
 }
 
 #[utoipa::path(
@@ -1049,15 +1045,9 @@ async fn out_edges(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Respons
         Ok(view.out_edges_page(&from, filter, limit, Freshness::Any)?)
     })
     .await?;
-    let next = match (page.more, page.entries.last()) {
-        (true, Some((last, _))) => {
-            let (label, to) = edge_label_to(last);
-            Some(edge_cursor(label, to))
-        }
-        _ => None,
-    };
+    let next = page.next.as_ref().map(|(label, to)| edge_cursor(label, to));
     let page = page
-        .entries
+        .edges
         .iter()
         .map(|(k, v)| version_out(k, v))
         .collect::<ApiResult<Vec<_>>>()?;

@@ -679,15 +679,30 @@ impl DiskView {
     /// A page of the out-edges of node `from` that exist as of `at` (default: the applied
     /// index): at most `limit` edges ordered by (label, to) as bytes — the key order —,
     /// only label `label` if given, only past the edge `after` (label, to) if given, each
-    /// with its version then; and whether more follow. Deleted edges are left out. Holds
-    /// at most `limit + 1` edges in memory however many the node has.
+    /// with its version then; and where the next page starts, if anywhere. Deleted edges
+    /// are left out. Holds at most `limit + 1` edges in memory however many the node has,
+    /// and reads about `EDGE_SCAN_VERSIONS_MAX` versions at most: past that it stops at the
+    /// next edge boundary, so a page may hold fewer than `limit` edges (none, even, if the
+    /// node's edges there are all deleted) and still say where to go on.
     pub fn out_edges_page(
         &self,
         from: &str,
         filter: EdgeFilter<'_>,
         limit: usize,
         freshness: Freshness,
-    ) -> Result<Page<(ItemKey, Version)>, ViewError> {
+    ) -> Result<EdgesPage, ViewError> {
+        self.out_edges_page_scanning(from, filter, limit, EDGE_SCAN_VERSIONS_MAX, freshness)
+    }
+
+    /// `out_edges_page` reading at most `scan_max` versions (at least one whole edge's).
+    pub fn out_edges_page_scanning(
+        &self,
+        from: &str,
+        filter: EdgeFilter<'_>,
+        limit: usize,
+        scan_max: usize,
+        freshness: Freshness,
+    ) -> Result<EdgesPage, ViewError> {
         let node = ItemKey::node(from)?;
         self.check_key(&node)?;
         let applied = self.await_freshness(freshness)?;
@@ -714,18 +729,24 @@ impl DiskView {
         let mut page = Page::new(limit);
         // The item being read and its newest version at or below `at`.
         let mut current: Option<(Vec<u8>, Option<Version>)> = None;
+        let decode = |item_prefix: &[u8]| {
+            keys::decode_item(item_prefix)
+                .ok_or_else(|| self.corrupt(format!("bad key {item_prefix:?}")))
+        };
         let finish = |cur: Option<(Vec<u8>, Option<Version>)>,
                       page: &mut Page<(ItemKey, Version)>|
          -> Result<bool, ViewError> {
             match cur {
-                Some((item_prefix, Some(v))) if !v.value.is_tombstone() => page.offer(|| {
-                    let key = keys::decode_item(&item_prefix)
-                        .ok_or_else(|| self.corrupt(format!("bad key {item_prefix:?}")))?;
-                    Ok((key, v))
-                }),
+                Some((item_prefix, Some(v))) if !v.value.is_tombstone() => {
+                    page.offer(|| Ok((decode(&item_prefix)?, v)))
+                }
                 _ => Ok(true),
             }
         };
+        let mut scanned = 0usize;
+        // The last edge read whole when the scan budget ran out: the next page starts
+        // after it.
+        let mut stopped_after: Option<Vec<u8>> = None;
         let mut full = false;
         self.scan_from(&prefix, &start, |k, v| {
             let parts = keys::split_key(k).ok_or_else(|| self.corrupt(format!("bad key {k:?}")))?;
@@ -736,22 +757,44 @@ impl DiskView {
                 .as_ref()
                 .is_none_or(|(p, _)| p.as_slice() != parts.prefix)
             {
-                if !finish(current.take(), &mut page)? {
+                let done = current.take();
+                let done_prefix = done.as_ref().map(|(p, _)| p.clone());
+                if !finish(done, &mut page)? {
                     full = true;
                     return Ok(false);
                 }
+                if scanned >= scan_max {
+                    if let Some(p) = done_prefix {
+                        stopped_after = Some(p);
+                        return Ok(false);
+                    }
+                }
                 current = Some((parts.prefix.to_vec(), None));
             }
+            scanned += 1;
             if parts.index <= at {
                 let version = self.decode_version(k, v)?;
                 current.as_mut().expect("set above").1 = Some(version);
             }
             Ok(true)
         })?;
-        if !full {
+        if !full && stopped_after.is_none() {
             finish(current.take(), &mut page)?;
         }
-        Ok(page)
+        let next = if page.more {
+            page.entries.last().map(|(key, _)| key.clone())
+        } else {
+            stopped_after.as_deref().map(decode).transpose()?
+        };
+        let next = match next {
+            Some(ItemKey::Edge { label, to, .. }) => Some((label, to)),
+            Some(other) => return Err(self.corrupt(format!("{other} among out-edges"))),
+            None => None,
+        };
+        Ok(EdgesPage {
+            edges: page.entries,
+            next,
+        })
     }
 
     /// The out-edges of node `from` that exist as of `at` (default: the applied index),
@@ -856,6 +899,20 @@ impl DiskView {
         })
     }
 }
+
+/// A page of out-edges: the live edges, and the edge (label, to) the next page starts
+/// after, absent on the last page.
+#[derive(Debug)]
+pub struct EdgesPage {
+    pub edges: Vec<(ItemKey, Version)>,
+    pub next: Option<(String, String)>,
+}
+
+/// About how many versions one page of out-edges reads before it stops at the next edge
+/// boundary (an edge is always read whole): a node whose edges are mostly deleted, or
+/// mostly newer than `as_of`, costs each request a bounded scan, and its client follows
+/// `next` through pages that may hold fewer edges than asked for.
+pub const EDGE_SCAN_VERSIONS_MAX: usize = 100_000;
 
 /// Which out-edges a page holds: as of `at` (default: the applied index), one label only,
 /// and only past the edge (label, to) a previous page ended on.

@@ -30,7 +30,9 @@ pub use carousel::{
     Carousel, CarouselConfig, CarouselStatus, Rider, RiderMode, RiderStats, RiderStatus,
 };
 pub use checksum::{AppliedChecksum, Checkpoint, Checksum};
-pub use disk::{DiskOptions, DiskView, EdgeFilter, Freshness, Page, Version};
+pub use disk::{
+    DiskOptions, DiskView, EdgeFilter, EdgesPage, Freshness, Page, Version, EDGE_SCAN_VERSIONS_MAX,
+};
 pub use disk_verify::VerifyReport;
 pub use error::{IterError, SelectError, SkipReason, ViewError};
 pub use index_view::IndexView;

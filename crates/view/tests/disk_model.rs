@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use common::*;
 use proptest::prelude::*;
-use spindle_core::{Index, ItemKey, Partition, Value};
+use spindle_core::{Index, ItemKey, Partition, Transaction, Value};
 use spindle_view::{follow, DiskView, EdgeFilter, Freshness, Version, ViewError};
 
 #[derive(Clone, Debug)]
@@ -88,44 +88,61 @@ fn walk_history(view: &DiskView, key: &ItemKey, limit: usize) -> Vec<Version> {
     }
 }
 
-/// The out-edges of `id` as of `at` (one label, if given) read page by page.
+/// The out-edges of `id` as of `at` (one label, if given) read page by page, each page
+/// reading at most `scan_max` versions (`None`: the default bound).
 fn walk_edges(
     view: &DiskView,
     id: &str,
     at: Index,
     label: Option<&str>,
     limit: usize,
+    scan_max: Option<usize>,
 ) -> Vec<(ItemKey, Version)> {
     let mut out: Vec<(ItemKey, Version)> = Vec::new();
+    let mut cursor: Option<(String, String)> = None;
+    let mut pages = 0;
     loop {
-        let after = match out.last() {
-            Some((ItemKey::Edge { label, to, .. }, _)) => Some((label.as_str(), to.as_str())),
-            _ => None,
-        };
+        pages += 1;
+        assert!(pages < 10_000, "pages of {id}'s edges do not end");
+        let after = cursor.as_ref().map(|(l, t)| (l.as_str(), t.as_str()));
         let filter = EdgeFilter {
             at: Some(at),
             label,
             after,
         };
-        let page = view
-            .out_edges_page(id, filter, limit, Freshness::Any)
-            .unwrap();
-        if let (Some(cursor), Some((ItemKey::Edge { label, to, .. }, _))) =
-            (after, page.entries.first())
-        {
+        let page = match scan_max {
+            None => view.out_edges_page(id, filter, limit, Freshness::Any),
+            Some(n) => view.out_edges_page_scanning(id, filter, limit, n, Freshness::Any),
+        }
+        .unwrap();
+        let labels_to: Vec<(String, String)> = page
+            .edges
+            .iter()
+            .map(|(k, _)| match k {
+                ItemKey::Edge { label, to, .. } => (label.clone(), to.clone()),
+                ItemKey::Node { .. } => panic!("a node among out-edges"),
+            })
+            .collect();
+        if let (Some(c), Some(first)) = (&cursor, labels_to.first()) {
+            assert!(first > c, "a page starts past its cursor");
+        }
+        if let (Some(next), Some(last)) = (&page.next, labels_to.last()) {
+            assert!(next >= last, "the next page starts past this one");
+        }
+        if let (Some(next), Some(c)) = (&page.next, &cursor) {
+            assert!(next > c, "a page moves its cursor on");
+        }
+        assert!(page.edges.len() <= limit);
+        if scan_max.is_none() {
             assert!(
-                (label.as_str(), to.as_str()) > cursor,
-                "a page starts past its cursor"
+                page.next.is_none() || page.edges.len() == limit,
+                "a short page says more"
             );
         }
-        assert!(page.entries.len() <= limit);
-        assert!(
-            !page.more || page.entries.len() == limit,
-            "a short page says more"
-        );
-        out.extend(page.entries);
-        if !page.more {
-            return out;
+        out.extend(page.edges);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return out,
         }
     }
 }
@@ -172,8 +189,15 @@ fn check(view: &DiskView, written: &Written) {
             for at in [Index::new(applied.get() / 2), applied] {
                 let want: Vec<_> = edges_at(written, id, at).into_iter().collect();
                 for limit in [1, 2, 7] {
-                    let got = walk_edges(view, id, at, None, limit);
+                    let got = walk_edges(view, id, at, None, limit, None);
                     assert_eq!(got, want, "out-edges of {key} as of {at} by {limit}");
+                }
+                for (limit, scan_max) in [(1, 1), (3, 1), (2, 2), (7, 3)] {
+                    let got = walk_edges(view, id, at, None, limit, Some(scan_max));
+                    assert_eq!(
+                        got, want,
+                        "out-edges of {key} as of {at} by {limit}, {scan_max} versions a page"
+                    );
                 }
                 let labels: std::collections::BTreeSet<String> = want
                     .iter()
@@ -189,7 +213,7 @@ fn check(view: &DiskView, written: &Written) {
                         .filter(|(k, _)| matches!(k, ItemKey::Edge { label: l, .. } if l == label))
                         .cloned()
                         .collect();
-                    let got = walk_edges(view, id, at, Some(label), 2);
+                    let got = walk_edges(view, id, at, Some(label), 2, Some(2));
                     assert_eq!(got, want_label, "{key}'s {label:?} edges as of {at}");
                 }
             }
@@ -275,4 +299,42 @@ fn records_that_skip_ahead_are_refused() {
     let err = view.apply(&records).unwrap_err();
     assert!(matches!(err, ViewError::Gap { .. }), "{err}");
     assert_eq!(view.applied_index(), Index::ZERO);
+}
+
+#[test]
+fn a_page_of_mostly_deleted_edges_stops_at_its_scan_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open_log(&dir.path().join("log"));
+    let edge = |n: u32| ItemKey::edge("hub", "knows", format!("n{n:03}")).unwrap();
+    // 40 edges written and deleted (80 versions), then one live edge after them.
+    for n in 0..40 {
+        log.append_blocking(&Transaction::new().write(edge(n), value(Some(1))))
+            .unwrap();
+        log.append_blocking(&Transaction::new().write(edge(n), Value::TOMBSTONE))
+            .unwrap();
+    }
+    log.append_blocking(&Transaction::new().write(edge(999), value(Some(2))))
+        .unwrap();
+    let view = DiskView::open(dir.path().join("view"), Partition::ALL).unwrap();
+    let rt = runtime();
+    rt.block_on(follow::catch_up(&view, &log)).unwrap();
+    let all = EdgeFilter::default();
+
+    // Bounded at 10 versions, the first page reads 5 deleted edges whole and stops after
+    // the fifth, with nothing to show and a cursor.
+    let page = view
+        .out_edges_page_scanning("hub", all, 100, 10, Freshness::Any)
+        .unwrap();
+    assert!(page.edges.is_empty(), "{page:?}");
+    assert_eq!(page.next, Some(("knows".to_owned(), "n004".to_owned())));
+
+    // Following the cursors reaches the live edge, and then the end.
+    let got = walk_edges(&view, "hub", view.applied_index(), None, 100, Some(10));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, edge(999));
+
+    // The default bound reads all 81 versions in one page.
+    let page = view.out_edges_page("hub", all, 100, Freshness::Any).unwrap();
+    assert_eq!(page.edges.len(), 1);
+    assert_eq!(page.next, None);
 }
