@@ -334,7 +334,9 @@ fn a_page_of_mostly_deleted_edges_stops_at_its_scan_bound() {
     assert_eq!(got[0].0, edge(999));
 
     // The default bound reads all 81 versions in one page.
-    let page = view.out_edges_page("hub", all, 100, Freshness::Any).unwrap();
+    let page = view
+        .out_edges_page("hub", all, 100, Freshness::Any)
+        .unwrap();
     assert_eq!(page.edges.len(), 1);
     assert_eq!(page.next, None);
 }
