@@ -8,6 +8,9 @@
 //! `status.cluster.replica_disagreements`, and the ones in the minority there are not
 //! counted as truncation replicas.
 
+// Without the JetStream log there is no catalog to register in: only the types stay.
+#![cfg_attr(not(feature = "jetstream"), allow(dead_code, unused_imports))]
+
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 

@@ -18,6 +18,7 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -449,6 +450,33 @@ impl Service {
             )));
         }
         let config = &node.config;
+        // A tail from past the head's next index waits (up to `read_wait_ms_max`, holding
+        // no seat) for the log to reach it, as a follower slightly ahead of this node's
+        // view of the log would; one from further on is refused, so that a request that
+        // can never be answered does not hold a seat for ever.
+        let head = node.log.durable_index();
+        if from > head.next() {
+            let wait = Duration::from_millis(config.read_wait_ms_max);
+            let before = Index::new(from.get() - 1);
+            let mut stop = node.stopping();
+            let reached = tokio::select! {
+                reached = tokio::time::timeout(wait, node.log.wait_for(before)) => reached,
+                () = stopped(&mut stop) => return Err(shutting_down()),
+            };
+            match reached {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(tail_status(e)),
+                Err(_) => {
+                    let head = node.log.durable_index();
+                    return Err(Status::out_of_range(format!(
+                        "index {from} is past the log's head ({head}) and was not reached within \
+                         {} ms; tail from at most {}",
+                        config.read_wait_ms_max,
+                        head.next()
+                    )));
+                }
+            }
+        }
         let limits = TailLimits {
             records_max: match r.batch_records_max {
                 0 => TAIL_BATCH_RECORDS_DEFAULT,

@@ -269,3 +269,99 @@ fn an_item_larger_than_a_message_is_iterated_whole() {
     });
     server.stop();
 }
+
+/// A `Tail` from past the head waits `read_wait_ms_max` for the log to reach it without
+/// holding a seat: answered once the log gets there, refused with OUT_OF_RANGE naming the
+/// head when it does not, and the one tail seat is free for a tail from the head meanwhile.
+#[test]
+fn a_tail_from_past_the_head_waits_a_bounded_time_without_a_seat() {
+    let server = common::TestServer::start(|c| {
+        c.disk_partitions = 1;
+        c.memory_view = false;
+        c.tail_streams_max = 1;
+        c.read_wait_ms_max = 1_000;
+    });
+    let node = server.node.clone();
+    let grpc = server.bound.grpc.to_string();
+    server.rt.block_on(async {
+        for r in node.log.append_many(&[txn(0, 1, 10)]).await {
+            r.unwrap();
+        }
+        let head = node.log.durable_index().get();
+        let mut client: GrpcClient = grpc_connect(&grpc, None).await.unwrap();
+        let far = TailRequest {
+            from: head + 1_000_000,
+            batch_records_max: 0,
+        };
+        let started = Instant::now();
+        let refused = tokio::time::timeout(Duration::from_secs(30), async {
+            refusal(tail(&mut client, far).await).await
+        })
+        .await
+        .expect("a tail from far past the head was neither answered nor refused");
+        assert_eq!(refused.code(), Code::OutOfRange, "{refused:?}");
+        assert!(
+            refused.message().contains(&format!("head ({head})")),
+            "{refused:?}"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(900));
+
+        // While a tail from far ahead waits, the one seat is free: a tail from the head's
+        // next index takes it and is answered.
+        let mut far_client: GrpcClient = grpc_connect(&grpc, None).await.unwrap();
+        let far_wait = tokio::spawn(async move {
+            let request = TailRequest {
+                from: head + 1_000_000,
+                batch_records_max: 0,
+            };
+            refusal(tail(&mut far_client, request).await).await
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut at_head = tail(
+            &mut client,
+            TailRequest {
+                from: head + 1,
+                batch_records_max: 0,
+            },
+        )
+        .await
+        .unwrap();
+        for r in node.log.append_many(&[txn(1, 1, 10)]).await {
+            r.unwrap();
+        }
+        let first = at_head.message().await.unwrap().unwrap();
+        assert_eq!(first.records[0].index, head + 1);
+        assert_eq!(far_wait.await.unwrap().code(), Code::OutOfRange);
+        drop(at_head);
+
+        // A tail from two past the head is answered once the log has grown by two (waiting
+        // for the seat the dropped tail gives back, as a client would).
+        let head = node.log.durable_index().get();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let ahead = loop {
+            let mut ahead_client: GrpcClient = grpc_connect(&grpc, None).await.unwrap();
+            let waiting = tokio::spawn(async move {
+                let request = TailRequest {
+                    from: head + 2,
+                    batch_records_max: 0,
+                };
+                let mut stream = tail(&mut ahead_client, request).await?;
+                stream.message().await
+            });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            for t in 2..4 {
+                for r in node.log.append_many(&[txn(t, 1, 10)]).await {
+                    r.unwrap();
+                }
+            }
+            match waiting.await.unwrap() {
+                Ok(Some(batch)) => break batch,
+                Ok(None) => panic!("the tail ended without a message"),
+                Err(st) => assert_eq!(st.code(), Code::ResourceExhausted, "{st:?}"),
+            }
+            assert!(Instant::now() < deadline, "the seat never came back");
+        };
+        assert_eq!(ahead.records[0].index, head + 2);
+    });
+    server.stop();
+}
