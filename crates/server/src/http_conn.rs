@@ -12,17 +12,20 @@
 //!   `head_max` close it too; at most `H2_STREAMS_MAX` streams at once and `H2_HEADER_LIST_BYTES_MAX`
 //!   of head per request;
 //! - both: a write the client takes no byte of for `head_max` fails and closes the connection
-//!   (`Rewound`; a client that reads slowly keeps it, every byte restarting the clock). An
-//!   HTTP/2 client that keeps a stream's flow-control window shut holds that stream's answer
-//!   without stalling the socket: that is not bounded here.
+//!   (`Rewound`; a client that reads slowly keeps it, every byte restarting the clock);
+//! - HTTP/2: an answer the client gives no flow-control room for — one whose next piece
+//!   (`H2_PIECE_BYTES_MAX`) waits for `head_max` while the socket itself is not stalled, as
+//!   when the client keeps that stream's window shut and goes on using the others — closes
+//!   the connection: the answer's memory is not held for a client that does not take it.
 //!
 //! On shutdown (`closing`) both kinds close gracefully: requests in flight finish, bounded by
 //! `serve`'s own deadline (`shutdown_ms_max`).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -136,8 +139,14 @@ pub async fn serve_connection(
                 return;
             }
             _ = closing.wait_for(|c| *c) => break false,
-            _ = watch.tick() => if activity.idle_for() >= head_max {
-                break true;
+            _ = watch.tick() => {
+                if activity.answer_waiting_for() >= head_max {
+                    tracing::debug!("HTTP/2 connection closed: an answer waited {head_max:?} for flow-control room");
+                    return;
+                }
+                if activity.idle_for() >= head_max {
+                    break true;
+                }
             },
         }
     };
@@ -161,7 +170,7 @@ pub async fn serve_connection(
             let _ = conn.await;
             return;
         }
-        if activity.idle_for() >= head_max {
+        if activity.idle_for() >= head_max || activity.answer_waiting_for() >= head_max {
             return;
         }
     }
@@ -283,10 +292,15 @@ impl AsyncWrite for Rewound {
     }
 }
 
-/// Requests in flight on one HTTP/2 connection, and since when none is.
+/// Requests in flight on one HTTP/2 connection, and since when none is; and the answers
+/// ready to send that wait for the client to give them flow-control room.
 struct Activity {
     in_flight: AtomicUsize,
     since: Mutex<Instant>,
+    /// Answers (by `Counted::id`) whose next piece waits for the HTTP/2 layer to take it:
+    /// since when.
+    waiting: Mutex<HashMap<u64, Instant>>,
+    next_id: AtomicU64,
 }
 
 impl Default for Activity {
@@ -294,6 +308,8 @@ impl Default for Activity {
         Activity {
             in_flight: AtomicUsize::new(0),
             since: Mutex::new(Instant::now()),
+            waiting: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
         }
     }
 }
@@ -302,6 +318,32 @@ impl Activity {
     /// Count idleness from now.
     fn touch(&self) {
         *self.since.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
+    /// Answer `id` has a piece ready that the HTTP/2 layer has not asked for yet.
+    fn answer_waits(&self, id: u64) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, Instant::now());
+    }
+
+    /// Answer `id` was asked for its next piece, or ended.
+    fn answer_taken(&self, id: u64) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+
+    /// How long the answer that has waited longest for room has waited (zero if none).
+    fn answer_waiting_for(&self) -> Duration {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .min()
+            .map_or(Duration::ZERO, |since| since.elapsed())
     }
 
     /// How long the connection has had no request in flight (zero while one is).
@@ -342,11 +384,46 @@ pub const H2_PIECE_BYTES_MAX: usize = 64 << 10;
 /// data goes out in pieces of at most `H2_PIECE_BYTES_MAX`: hyper drops a body once it has
 /// handed its last frame to the HTTP/2 layer, which may still be sending it to a slow
 /// reader, so only that last piece is sent after the request stops counting.
+///
+/// hyper asks a body for its next frame only once the stream has flow-control room, so
+/// from the moment a piece is ready (the answer's first, or the one after a piece handed
+/// over) until hyper asks for it, the answer waits for the client: `Activity::waiting`
+/// has it then.
 struct Counted {
     inner: Body,
     /// The rest of a data frame larger than a piece.
     held: Option<Bytes>,
-    _in_flight: InFlight,
+    id: u64,
+    in_flight: InFlight,
+}
+
+impl Counted {
+    fn new(inner: Body, in_flight: InFlight) -> Self {
+        let activity = &in_flight.0;
+        let id = activity.next_id.fetch_add(1, Ordering::Relaxed);
+        if !http_body::Body::is_end_stream(&inner) {
+            activity.answer_waits(id);
+        }
+        Counted {
+            inner,
+            held: None,
+            id,
+            in_flight,
+        }
+    }
+
+    /// After handing over a piece: the next one, if any, waits for room from now.
+    fn handed(&self) {
+        if self.held.is_some() || !http_body::Body::is_end_stream(&self.inner) {
+            self.in_flight.0.answer_waits(self.id);
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.in_flight.0.answer_taken(self.id);
+    }
 }
 
 impl http_body::Body for Counted {
@@ -358,6 +435,7 @@ impl http_body::Body for Counted {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = &mut *self;
+        this.in_flight.0.answer_taken(this.id);
         let mut data = match this.held.take() {
             Some(held) => held,
             None => match Pin::new(&mut this.inner).poll_frame(cx) {
@@ -371,8 +449,10 @@ impl http_body::Body for Counted {
         if data.len() > H2_PIECE_BYTES_MAX {
             let piece = data.split_to(H2_PIECE_BYTES_MAX);
             this.held = Some(data);
+            this.handed();
             return Poll::Ready(Some(Ok(Frame::data(piece))));
         }
+        this.handed();
         Poll::Ready(Some(Ok(Frame::data(data))))
     }
 
@@ -413,13 +493,7 @@ impl hyper::service::Service<Request> for Tracked {
         let answer = self.inner.call(req);
         Box::pin(async move {
             let answer = answer.await?;
-            Ok(answer.map(|inner| {
-                Body::new(Counted {
-                    inner,
-                    held: None,
-                    _in_flight: in_flight,
-                })
-            }))
+            Ok(answer.map(|inner| Body::new(Counted::new(inner, in_flight))))
         })
     }
 }

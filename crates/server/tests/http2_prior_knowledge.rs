@@ -2,7 +2,8 @@
 //! on one connection are answered as over HTTP/1, the token is required the same way, and an
 //! HTTP/2 connection with nothing in flight is closed after `request_body_ms_max`, as an idle
 //! HTTP/1 connection is, while a connection that keeps working — or whose answer takes long,
-//! or streams — stays open; shutdown lets an HTTP/2 request in flight finish.
+//! or streams, or is read slowly — stays open, and one whose answer the client gives no
+//! room for is closed; shutdown lets an HTTP/2 request in flight finish.
 
 mod common;
 
@@ -235,6 +236,72 @@ fn a_large_answer_read_slowly_is_not_cut() {
         }
         assert_eq!(got.len(), chunk.len());
         assert!(got == chunk, "the answer's bytes differ");
+    });
+    server.stop();
+}
+
+/// A client that leaves one large answer unread (its stream's window stays shut) while it
+/// goes on using the connection does not hold the answer for ever: once the answer has
+/// waited `request_body_ms_max` for room, the node closes the connection.
+#[test]
+fn an_answer_the_client_never_makes_room_for_closes_the_connection() {
+    let idle_max = Duration::from_millis(1000);
+    let server = start_with_idle_bound(idle_max);
+    let addr = server.bound.http;
+    // Far more than the client's stream window (2 MiB by default), so the rest must wait.
+    let chunk: Vec<u8> = (0..12u32 << 20).map(|i| (i % 251) as u8).collect();
+    let client = HttpClient::new(&addr.to_string(), None);
+    server.rt.block_on(async {
+        let (status, answer) = client
+            .request(Method::POST, "/v1/chunks", Some(chunk.clone()))
+            .await
+            .unwrap();
+        assert!(status.is_success(), "{status}");
+        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+        let id = answer["id"].as_str().expect("the chunk's id").to_owned();
+
+        let (mut send, conn) = h2_connect(addr).await;
+        let unread = send
+            .send_request(get(&format!("/v1/chunks/{id}")))
+            .await
+            .unwrap();
+        assert_eq!(unread.status(), StatusCode::OK);
+        // Keep the connection busy with small requests, a tenth of the bound apart, and the
+        // unread answer's body held: the node must close the connection within a few
+        // bounds, not serve it for ever.
+        let started = std::time::Instant::now();
+        let mut answered = 0;
+        loop {
+            match send.send_request(get("/v1/status")).await {
+                Ok(resp) => {
+                    assert_eq!(resp.status(), StatusCode::OK);
+                    json_body(resp).await;
+                    answered += 1;
+                }
+                Err(_) => break,
+            }
+            assert!(
+                started.elapsed() < idle_max * 20,
+                "the connection with an unread answer was kept open ({answered} answers since)"
+            );
+            tokio::time::sleep(idle_max / 10).await;
+        }
+        assert!(answered >= 5, "closed too soon: {answered} answers");
+        drop(unread);
+        // Closed abruptly (no GOAWAY): the client's connection task ends, with an error.
+        tokio::time::timeout(Duration::from_secs(30), conn)
+            .await
+            .expect("the connection's task went on")
+            .unwrap()
+            .unwrap_err();
+
+        // A client that reads gets the whole answer.
+        let (status, body) = client
+            .request(Method::GET, &format!("/v1/chunks/{id}"), None)
+            .await
+            .unwrap();
+        assert!(status.is_success());
+        assert!(body == chunk);
     });
     server.stop();
 }
