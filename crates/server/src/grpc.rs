@@ -383,8 +383,9 @@ impl Service {
         };
         if let Some(reason) = slot.corrupt() {
             return Err(Status::failed_precondition(format!(
-                "Disk View {} failed verification and serves nothing: {reason}",
-                slot.id
+                "Disk View {} failed verification and serves nothing: {}",
+                slot.id,
+                crate::redact::paths(&reason)
             )));
         }
         let req = iter_request(r, slot.view.partition())?;
@@ -413,7 +414,11 @@ impl Service {
             .spawn(move || {
                 let _seat = seat;
                 while let Some(chunk) = rider.next_chunk() {
-                    let message = chunk.map_err(|e| Status::internal(e.to_string()));
+                    let message = chunk.map_err(|e| {
+                        let message = e.to_string();
+                        tracing::warn!("an iteration failed: {message}");
+                        Status::internal(crate::redact::paths(&message))
+                    });
                     if let Ok(frames) = &message {
                         Counters::bump(&node.metrics.iteration_bytes, frames.len() as u64);
                     }
@@ -538,7 +543,11 @@ fn tail_status(e: ReadError) -> Status {
         ReadError::Truncated { first } => Status::out_of_range(format!(
             "the log was truncated past the tail; the first retained index is {first}"
         )),
-        other => Status::internal(other.to_string()),
+        other => {
+            let message = other.to_string();
+            tracing::warn!("a tail failed: {message}");
+            Status::internal(crate::redact::paths(&message))
+        }
     }
 }
 

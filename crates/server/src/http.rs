@@ -130,9 +130,25 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         // These answer a request whose body was not read to its end.
         let unread = matches!(self.code, "busy" | "body_timeout" | "body_too_large");
+        // A failure of the node's own: the whole text to the node's log, the client's
+        // without the node's directories.
+        let message = if self.status.is_server_error() {
+            let told = crate::redact::paths(&self.message);
+            if told != self.message {
+                tracing::warn!(
+                    code = self.code,
+                    "answered {}: {}",
+                    self.status,
+                    self.message
+                );
+            }
+            told
+        } else {
+            self.message
+        };
         let body = ErrorBody {
             error: self.code,
-            message: self.message,
+            message,
             failed: self.failed,
             version: self.version,
         };
@@ -1513,5 +1529,43 @@ async fn delete_chunk(
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found("not_found", format!("no chunk {id}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn told(e: ApiError) -> serde_json::Value {
+        let body = e.into_response().into_body();
+        let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[tokio::test]
+    async fn server_failures_do_not_tell_the_node_s_directories() {
+        let text = "reading /srv/spindle/data/log/00000007.seg: Input/output error (os error 5)";
+        let answer = told(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            text,
+        ))
+        .await;
+        assert_eq!(
+            answer["message"],
+            "reading …/00000007.seg: Input/output error (os error 5)"
+        );
+        let corrupt = ViewError::Corrupt {
+            dir: "/srv/spindle/data/disk-0".into(),
+            what: "bad key".into(),
+        };
+        let answer = told(corrupt.into()).await;
+        assert!(
+            !answer["message"].as_str().unwrap().contains("/srv/"),
+            "{answer}"
+        );
+        // A client's own mistake is told as it is.
+        let answer = told(ApiError::bad("after /a/b is not a cursor")).await;
+        assert_eq!(answer["message"], "after /a/b is not a cursor");
     }
 }

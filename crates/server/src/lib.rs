@@ -17,6 +17,7 @@ pub mod node_log;
 pub mod openapi;
 pub mod page;
 pub mod proto;
+pub mod redact;
 pub mod remote;
 pub mod serve;
 pub mod shared_body;
