@@ -291,11 +291,40 @@ fn remove_unfinished_volume(fs: &dyn Fs, dir: &Path, numbers: &mut Vec<u32>) -> 
     Ok(())
 }
 
-/// Remove half-written hint files and hints whose volume compaction already removed.
+/// Refuse a store directory that holds a file the store does not write: a volume whose
+/// name was damaged would otherwise be left out unseen, its chunks lost (and, at open, its
+/// hint removed as an orphan).
+pub(crate) fn check_names(dir: &Path, names: &[String]) -> Result<()> {
+    for name in names {
+        let stem = name
+            .strip_suffix(".hint.tmp")
+            .or_else(|| name.strip_suffix(".hint"))
+            .or_else(|| name.strip_suffix(".volume"));
+        let numbered = stem.is_some_and(|s| s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit()));
+        // `lost+found`: a file system's own, where the store's directory is a mount point.
+        if !numbered && name != format::MARKER_FILE && name != "lost+found" {
+            return Err(ChunkError::Corrupt {
+                volume: dir.join(name),
+                offset: 0,
+                reason: format!(
+                    "{name:?} is not a file the chunk store writes (a volume is named by 8 \
+                     digits and \".volume\"); a volume with a damaged name would be left out, \
+                     so the store is refused: rename the file if it is a damaged volume (its \
+                     header holds its number), or move it out of the directory"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Remove half-written hint files and hints whose volume compaction already removed (after
+/// refusing a directory with a file the store does not write).
 fn remove_leftovers(fs: &dyn Fs, dir: &Path) -> Result<()> {
     let names = fs
         .list(dir)
         .map_err(|e| ChunkError::io("list directory", dir, e))?;
+    check_names(dir, &names)?;
     let mut removed = false;
     for name in &names {
         let orphan = name

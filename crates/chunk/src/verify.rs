@@ -118,6 +118,10 @@ pub fn verify_store_in(fs: &dyn Fs, dir: &Path) -> Result<VerifyReport> {
             reason: format!("no {} file", format::MARKER_FILE),
         });
     }
+    let names = fs
+        .list(dir)
+        .map_err(|e| ChunkError::io("list directory", dir, e))?;
+    crate::recovery::check_names(dir, &names)?;
     let numbers = volume::list_volumes(fs, dir)?;
     // The last volume of each lane of the newest generation may end in a torn write, as open
     // decides. A volume whose header does not decode is reported as corrupt by its scan,

@@ -91,3 +91,48 @@ fn verify_reports_every_damaged_record_through_the_hint() {
         "records after the damage are counted"
     );
 }
+
+/// A volume whose name was damaged is not left out unseen (its chunks lost, its hint
+/// removed as an orphan): open and `verify_store` refuse the directory naming the file,
+/// and once the name is put right every chunk is there.
+#[test]
+fn a_volume_with_a_damaged_name_is_refused_not_left_out() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
+    let ids: Vec<ChunkId> = (0..4)
+        .map(|i| store.put(&common::chunk(i, 3000)).unwrap())
+        .collect();
+    store.close().unwrap();
+    let volume = common::volumes(dir.path()).remove(0);
+    let name = volume.file_name().unwrap().as_bytes().to_vec();
+    let mut letter = name.clone();
+    letter[2] = b'O';
+    let mut not_utf8 = name;
+    not_utf8[4] = 0xfe;
+    for damaged in [letter, not_utf8] {
+        let moved = dir.path().join(std::ffi::OsStr::from_bytes(&damaged));
+        std::fs::rename(&volume, &moved).unwrap();
+        let opened = ChunkStore::open(dir.path(), common::small_opts()).map(|_| ());
+        for err in [opened.unwrap_err(), verify_store(dir.path()).unwrap_err()] {
+            match err {
+                ChunkError::Corrupt { volume, reason, .. } => {
+                    assert!(
+                        reason.contains("not a file the chunk store writes"),
+                        "{reason}"
+                    );
+                    assert_eq!(volume.parent(), Some(dir.path()));
+                }
+                other => panic!("expected Corrupt, got {other:?}"),
+            }
+        }
+        std::fs::rename(&moved, &volume).unwrap();
+    }
+    let store = ChunkStore::open(dir.path(), common::small_opts()).unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(
+            store.get(id).unwrap().unwrap(),
+            common::chunk(i as u64, 3000)
+        );
+    }
+}

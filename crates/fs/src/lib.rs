@@ -157,7 +157,7 @@ pub trait Fs: Send + Sync + Debug {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Take the exclusive lock file `path`; `ErrorKind::WouldBlock` if another holds it.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn DirLock>>;
-    /// Names of the entries in `dir`.
+    /// Names of the entries in `dir` (a name that is not UTF-8, lossily).
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Open an existing file for reading and writing.
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>>;
@@ -526,9 +526,9 @@ impl Fs for StdFs {
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let mut out = Vec::new();
         for entry in fs::read_dir(dir)? {
-            if let Some(name) = entry?.file_name().to_str() {
-                out.push(name.to_owned());
-            }
+            // A name that is not UTF-8 (a damaged one, say) is listed lossily, not left out,
+            // so that whoever lists the directory sees that something is there.
+            out.push(entry?.file_name().to_string_lossy().into_owned());
         }
         Ok(out)
     }

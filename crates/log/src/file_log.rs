@@ -25,7 +25,7 @@ use crate::syncer;
 use crate::versions::VersionTable;
 use crate::writer::{Tail, Writer};
 
-const LOCK_FILE: &str = "LOCK";
+pub(crate) const LOCK_FILE: &str = "LOCK";
 
 /// An open segment file and its in-memory offset index.
 #[derive(Debug)]
@@ -259,6 +259,7 @@ impl FileLog {
         fs.create_dir_all(&dir).map_err(io_at(&dir))?;
         let lock = lock_dir(&*fs, &dir)?;
         remove_temporaries(&*fs, &dir)?;
+        crate::segment::check_names(&*fs, &dir)?;
 
         let checkpoint = VersionTable::read_checkpoint(&*fs, &dir).map_err(io_at(&dir))?;
         let ckpt_path = dir.join(crate::versions::CHECKPOINT_FILE);

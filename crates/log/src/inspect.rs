@@ -75,6 +75,7 @@ pub fn inspect_in(fs: &dyn Fs, dir: &Path) -> Result<InspectReport, OpenError> {
                 })
             }
         };
+    crate::segment::check_names(fs, dir)?;
     let segments = crate::segment::list_segments_in(fs, dir).map_err(|source| OpenError::Io {
         path: dir.to_path_buf(),
         source,

@@ -48,6 +48,38 @@ pub fn parse_segment_name(name: &str) -> Option<Index> {
     digits.parse().ok().map(Index::new)
 }
 
+/// Refuse a log directory that holds a file the log does not write (or its temporary,
+/// `NAME.tmp`). A segment whose name was damaged would otherwise be left out of the log
+/// unseen: the last one, and its acknowledged records would be gone; the first, and the
+/// log would seem truncated.
+pub(crate) fn check_names(fs: &dyn Fs, dir: &Path) -> Result<(), crate::error::OpenError> {
+    let names = fs.list(dir).map_err(crate::error::io_at(dir))?;
+    for name in names {
+        let known = |name: &str| {
+            parse_segment_name(name).is_some()
+                || name == crate::file_log::LOCK_FILE
+                || name == crate::hint::HINT_FILE
+                || name == crate::versions::CHECKPOINT_FILE
+        };
+        // `lost+found`: a file system's own, where the log directory is a mount point.
+        let ok =
+            known(&name) || name.strip_suffix(".tmp").is_some_and(known) || name == "lost+found";
+        if !ok {
+            return Err(crate::error::OpenError::Corrupt {
+                file: dir.join(&name),
+                offset: 0,
+                reason: format!(
+                    "{name:?} is not a file the log writes (a segment is named by 20 digits \
+                     and \"{SUFFIX}\"); a segment with a damaged name would be left out of \
+                     the log, so it is refused: rename the file if it is a damaged segment \
+                     (its header holds its first index), or move it out of the directory"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// List the segments in `dir` on the real file system, sorted by first index.
 pub fn list_segments(dir: &Path) -> io::Result<Vec<(Index, PathBuf)>> {
     list_segments_in(&StdFs, dir)

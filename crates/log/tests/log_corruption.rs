@@ -132,3 +132,36 @@ fn a_missing_last_segment_the_hint_names_is_damage() {
     assert_eq!(&file, last);
     assert!(reason.contains("missing"), "{reason}");
 }
+
+/// A segment whose name was damaged (a digit changed, or bytes that are not UTF-8) is not
+/// left out of the log unseen: `open` and `inspect` refuse the directory naming the file,
+/// and once the name is put right every record is there.
+#[test]
+fn a_segment_with_a_damaged_name_is_refused_not_left_out() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    log_of_small_segments(dir.path());
+    let segments = spindle_log::segment::list_segments(dir.path()).unwrap();
+    let (_, last) = segments.last().unwrap();
+    let name = last.file_name().unwrap().as_bytes().to_vec();
+    let mut letter = name.clone();
+    letter[3] = b'O';
+    let mut not_utf8 = name.clone();
+    not_utf8[5] = 0xff;
+    for damaged in [letter, not_utf8] {
+        let moved = dir.path().join(std::ffi::OsStr::from_bytes(&damaged));
+        std::fs::rename(last, &moved).unwrap();
+        for err in [
+            FileLog::open(dir.path(), small_segments()).unwrap_err(),
+            spindle_log::inspect::inspect(dir.path()).unwrap_err(),
+        ] {
+            let (file, offset, reason) = corrupt(err);
+            assert_eq!(offset, 0);
+            assert!(reason.contains("not a file the log writes"), "{reason}");
+            assert_eq!(file.parent(), Some(dir.path()));
+        }
+        std::fs::rename(&moved, last).unwrap();
+    }
+    let log = open(dir.path(), small_segments());
+    assert_eq!(log.durable_index().get(), 600);
+}
