@@ -69,6 +69,7 @@ pub fn run(args: &SortArgs) -> anyhow::Result<ExitCode> {
     let Some(output) = &args.output else {
         bail!("spindle sort needs INPUT and OUTPUT (or --check FILE)");
     };
+    remove_temporaries_on_signal()?;
     let opts = RecordSortOptions {
         memory_bytes: args.memory,
         tmp_dir: args.tmp.clone(),
@@ -195,7 +196,46 @@ fn check(args: &SortArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// On SIGINT or SIGTERM: remove the temporary files the sort registered
+/// (`spindle_sort::cleanup`), say so, and exit with 130 (SIGINT) or 143 (SIGTERM), as a
+/// shell reports a process those signals ended.
+fn remove_temporaries_on_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .context("starting the signal handler")?;
+    // Installed now, before the sort makes its first file.
+    let (mut int, mut term) = {
+        let _entered = rt.enter();
+        (
+            signal(SignalKind::interrupt()).context("handling SIGINT")?,
+            signal(SignalKind::terminate()).context("handling SIGTERM")?,
+        )
+    };
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let (name, code) = rt.block_on(async {
+                tokio::select! {
+                    _ = int.recv() => ("SIGINT", 130),
+                    _ = term.recv() => ("SIGTERM", 143),
+                }
+            });
+            let left = spindle_sort::cleanup::remove_registered();
+            if left.is_empty() {
+                eprintln!("\nstopped by {name}: temporary files removed, no output written");
+            } else {
+                eprintln!("\nstopped by {name}: could not remove {left:?}; delete them by hand");
+            }
+            std::process::exit(code);
+        })
+        .context("starting the signal handler")?;
+    Ok(())
+}
+
 pub fn gen_records(args: &GenRecordsArgs) -> anyhow::Result<ExitCode> {
+    remove_temporaries_on_signal()?;
     generate(
         &args.file,
         &GenOptions {

@@ -59,8 +59,9 @@ pub trait FsFile: Send + Sync + Debug {
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Reserve disk blocks for the file's first `len` bytes without changing its size or any
     /// byte (`fallocate` with `FALLOC_FL_KEEP_SIZE`), so that appends within them allocate
-    /// nothing. Best effort: `Ok` without reserving where the file system cannot and in the
-    /// simulated disk (which models bytes, not blocks); where the disk has less than
+    /// nothing. Best effort: `Ok` without reserving where the file system cannot (the
+    /// simulated disk models bytes, not blocks: there it is only a call a cut can fall on,
+    /// and `unreserve` a truncate to the current size); where the disk has less than
     /// `2 × len` free ([`reservation_fits`]) it reserves nothing and gives back what the
     /// file already held past its size (a reservation left by a process that crashed);
     /// after an error (such as a full disk) what was reserved is given back. Call it only

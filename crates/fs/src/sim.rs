@@ -516,6 +516,27 @@ impl FsFile for SimFile {
         Ok(())
     }
 
+    /// Blocks are not modelled, so a reservation changes no byte and no size; but it is a
+    /// call the disk sees: an armed cut can fall on it, and a handle from before a cut fails.
+    fn reserve(&self, _len: u64) -> io::Result<()> {
+        let mut s = self.state.lock();
+        s.mutate(self.generation)?;
+        s.inode(self.inode)?;
+        Ok(())
+    }
+
+    /// As on Linux, giving back the blocks past the size is a truncate to the size the file
+    /// has now: a size change, volatile until synced like any other, so a cut may keep it
+    /// and lose unsynced writes made before it (zeros up to that size), or drop it.
+    fn unreserve(&self) -> io::Result<()> {
+        let mut s = self.state.lock();
+        s.mutate(self.generation)?;
+        let inode = s.inode(self.inode)?;
+        let len = inode.current.len() as u64;
+        inode.pending.push(FileOp::SetLen(len));
+        Ok(())
+    }
+
     fn zero_range(&self, from: u64, to: u64) -> io::Result<()> {
         let len = self.size()?;
         let to = to.min(len);

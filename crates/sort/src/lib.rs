@@ -7,6 +7,7 @@
 //! ever sorted with unbounded memory. Temporary files live in a private directory that is
 //! removed on drop and on error.
 //!
+//! - [`cleanup`]: temporary files removed when a signal stops the process.
 //! - [`entries`]: variable-length `(key, value)` entries, for bulk loads.
 //! - [`import`]: `spindle import`, the offline bulk load of a new data directory.
 //! - [`records`]: the Sort Benchmark's 100-byte records (`spindle sort`), its checker
@@ -16,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cleanup;
 pub mod entries;
 mod error;
 pub mod import;

@@ -287,6 +287,7 @@ fn sort_with_plan(
         tmp: out_dir.join(tmp_output_name(&name)),
         done: false,
     };
+    let _output_on_signal = crate::cleanup::register(&guard.tmp);
     // Free space the sort needs on its disk: the output; or the buckets (as much as the
     // input), which pass two removes one by one once it has read each, plus room for the
     // largest bucket, which may still be on disk while its first records are written (a
@@ -348,6 +349,7 @@ fn sort_with_plan(
                     dir: tmp_parent.clone(),
                     source,
                 })?;
+            let _buckets_on_signal = crate::cleanup::register(tmp.path());
             direct.buckets = aligned::direct_for_dir(tmp.path(), opts.io)
                 .map_err(|e| SortError::write(tmp.path(), needed_bytes, e))?;
             report.direct = direct;

@@ -111,6 +111,7 @@ pub fn generate(path: &Path, opts: &GenOptions) -> Result<(), SortError> {
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .tempfile_in(dir)
         .map_err(err)?;
+    let _on_signal = crate::cleanup::register(tmp.path());
     let mut w = std::io::BufWriter::with_capacity(4 << 20, tmp.as_file());
     let mut rng = Rng(opts.seed);
     let mut buf = [0u8; RECORD_BYTES];
