@@ -301,8 +301,8 @@ pub(crate) fn check_names(dir: &Path, names: &[String]) -> Result<()> {
             .or_else(|| name.strip_suffix(".hint"))
             .or_else(|| name.strip_suffix(".volume"));
         let numbered = stem.is_some_and(|s| s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit()));
-        // `lost+found`: a file system's own, where the store's directory is a mount point.
-        if !numbered && name != format::MARKER_FILE && name != "lost+found" {
+        if !numbered && name != format::MARKER_FILE && !spindle_fs::is_left_by_the_file_system(name)
+        {
             return Err(ChunkError::Corrupt {
                 volume: dir.join(name),
                 offset: 0,

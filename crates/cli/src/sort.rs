@@ -100,8 +100,14 @@ pub fn run(args: &SortArgs) -> anyhow::Result<ExitCode> {
             bar.set_position(p.done_bytes);
         }
     };
-    let report = sort_file(&args.input, output, &opts, &mut on_progress)
-        .with_context(|| format!("sorting {}", args.input.display()))?;
+    let report = sort_file(&args.input, output, &opts, &mut on_progress);
+    if report.is_err() && spindle_sort::cleanup::stopping() {
+        // The signal handler removed the sort's files under it: it reports and exits.
+        loop {
+            std::thread::park();
+        }
+    }
+    let report = report.with_context(|| format!("sorting {}", args.input.display()))?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -222,11 +228,19 @@ fn remove_temporaries_on_signal() -> anyhow::Result<()> {
                     _ = term.recv() => ("SIGTERM", 143),
                 }
             });
-            let left = spindle_sort::cleanup::remove_registered();
-            if left.is_empty() {
-                eprintln!("\nstopped by {name}: temporary files removed, no output written");
+            let stopped = spindle_sort::cleanup::stop_and_remove();
+            let output = if stopped.finished {
+                "the output was already complete"
             } else {
-                eprintln!("\nstopped by {name}: could not remove {left:?}; delete them by hand");
+                "no output written"
+            };
+            if stopped.left.is_empty() {
+                eprintln!("\nstopped by {name}: temporary files removed, {output}");
+            } else {
+                eprintln!(
+                    "\nstopped by {name}: {output}; could not remove {:?}, delete them by hand",
+                    stopped.left
+                );
             }
             std::process::exit(code);
         })
@@ -236,7 +250,7 @@ fn remove_temporaries_on_signal() -> anyhow::Result<()> {
 
 pub fn gen_records(args: &GenRecordsArgs) -> anyhow::Result<ExitCode> {
     remove_temporaries_on_signal()?;
-    generate(
+    let written = generate(
         &args.file,
         &GenOptions {
             records: args.records,
@@ -244,7 +258,13 @@ pub fn gen_records(args: &GenRecordsArgs) -> anyhow::Result<ExitCode> {
             skew: args.skew,
             seed: args.seed,
         },
-    )
-    .with_context(|| format!("writing {}", args.file.display()))?;
+    );
+    if written.is_err() && spindle_sort::cleanup::stopping() {
+        // The signal handler removed the file under it: it reports and exits.
+        loop {
+            std::thread::park();
+        }
+    }
+    written.with_context(|| format!("writing {}", args.file.display()))?;
     Ok(ExitCode::SUCCESS)
 }

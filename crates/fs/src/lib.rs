@@ -177,6 +177,15 @@ pub trait Fs: Send + Sync + Debug {
     fn is_dir(&self, dir: &Path) -> bool;
 }
 
+/// A name a file system puts in a directory of its own accord: `lost+found` where the
+/// directory is a mount point, and what NFS (`.nfsXXXX`) or FUSE (`.fuse_hiddenXXXX`) keep
+/// of a file removed while it was open (a truncated segment a reader still held, say). A
+/// directory whose every file is accounted for (the log's, the chunk store's) leaves these
+/// alone.
+pub fn is_left_by_the_file_system(name: &str) -> bool {
+    name == "lost+found" || name.starts_with(".nfs") || name.starts_with(".fuse_hidden")
+}
+
 /// The real file system (`std::fs` and a few Linux calls).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StdFs;

@@ -258,8 +258,8 @@ impl FileLog {
         let dir = dir.as_ref().to_path_buf();
         fs.create_dir_all(&dir).map_err(io_at(&dir))?;
         let lock = lock_dir(&*fs, &dir)?;
-        remove_temporaries(&*fs, &dir)?;
         crate::segment::check_names(&*fs, &dir)?;
+        remove_temporaries(&*fs, &dir)?;
 
         let checkpoint = VersionTable::read_checkpoint(&*fs, &dir).map_err(io_at(&dir))?;
         let ckpt_path = dir.join(crate::versions::CHECKPOINT_FILE);
@@ -595,9 +595,14 @@ fn lock_dir(fs: &dyn Fs, dir: &Path) -> Result<Box<dyn DirLock>, OpenError> {
     }
 }
 
+/// Remove the half-made files the log leaves (`NAME.tmp` of a file it writes; the names
+/// were checked first, so no other `.tmp` is here).
 fn remove_temporaries(fs: &dyn Fs, dir: &Path) -> Result<(), OpenError> {
     for name in fs.list(dir).map_err(io_at(dir))? {
-        if name.ends_with(".tmp") {
+        if name
+            .strip_suffix(".tmp")
+            .is_some_and(crate::segment::is_log_file_name)
+        {
             let path = dir.join(name);
             fs.remove(&path).map_err(io_at(&path))?;
         }

@@ -55,15 +55,11 @@ pub fn parse_segment_name(name: &str) -> Option<Index> {
 pub(crate) fn check_names(fs: &dyn Fs, dir: &Path) -> Result<(), crate::error::OpenError> {
     let names = fs.list(dir).map_err(crate::error::io_at(dir))?;
     for name in names {
-        let known = |name: &str| {
-            parse_segment_name(name).is_some()
-                || name == crate::file_log::LOCK_FILE
-                || name == crate::hint::HINT_FILE
-                || name == crate::versions::CHECKPOINT_FILE
-        };
-        // `lost+found`: a file system's own, where the log directory is a mount point.
-        let ok =
-            known(&name) || name.strip_suffix(".tmp").is_some_and(known) || name == "lost+found";
+        if spindle_fs::is_left_by_the_file_system(&name) {
+            tracing::warn!(dir = %dir.display(), "{name:?} in the log directory is a file system's own, not the log's: left alone");
+            continue;
+        }
+        let ok = is_log_file_name(&name) || name.strip_suffix(".tmp").is_some_and(is_log_file_name);
         if !ok {
             return Err(crate::error::OpenError::Corrupt {
                 file: dir.join(&name),
@@ -78,6 +74,14 @@ pub(crate) fn check_names(fs: &dyn Fs, dir: &Path) -> Result<(), crate::error::O
         }
     }
     Ok(())
+}
+
+/// A file the log writes: a segment, its lock, its hint or its checkpoint.
+pub(crate) fn is_log_file_name(name: &str) -> bool {
+    parse_segment_name(name).is_some()
+        || name == crate::file_log::LOCK_FILE
+        || name == crate::hint::HINT_FILE
+        || name == crate::versions::CHECKPOINT_FILE
 }
 
 /// List the segments in `dir` on the real file system, sorted by first index.

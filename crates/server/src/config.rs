@@ -79,7 +79,9 @@ pub struct ServerConfig {
     /// `request_body_ms_max` is answered `503 busy`. At least the largest single body.
     pub request_bodies_bytes_max: u64,
     /// Longest time an HTTP request body (or chunk) may take to arrive, from the handler's
-    /// first read to its last byte; a slower body is answered `408`.
+    /// first read to its last byte; a slower body is answered `408`. Also how long a
+    /// client may take no byte of an answer (an HTTP/2 answer's next piece, a gRPC
+    /// stream's next message) before its connection is closed (docs/api.md).
     pub request_body_ms_max: u64,
     /// Connections each listener (HTTP, gRPC) holds open at once; past it a new one is
     /// closed as soon as it is accepted. Also at most a quarter of the open-files limit, so
@@ -616,20 +618,24 @@ mod tests {
             };
             assert!(invalid(&c).contains("chunk_active_volumes"), "{lanes}");
         }
-        let mut js = JetStreamSettings::empty();
-        js.servers = vec!["nats://127.0.0.1:4222".into()];
-        js.monitor_urls = vec!["http://127.0.0.1:8222".into()];
-        let c = ServerConfig {
-            jetstream: Some(js.clone()),
-            ..ServerConfig::default()
-        };
-        c.validate().unwrap();
-        js.group_commit_linger_ms = GROUP_COMMIT_LINGER_MS_MAX + 1;
-        let c = ServerConfig {
-            jetstream: Some(js),
-            ..ServerConfig::default()
-        };
-        assert!(invalid(&c).contains("group_commit_linger_ms"));
+        // Without the feature, any JetStream setting is refused (a build that cannot use it).
+        #[cfg(feature = "jetstream")]
+        {
+            let mut js = JetStreamSettings::empty();
+            js.servers = vec!["nats://127.0.0.1:4222".into()];
+            js.monitor_urls = vec!["http://127.0.0.1:8222".into()];
+            let c = ServerConfig {
+                jetstream: Some(js.clone()),
+                ..ServerConfig::default()
+            };
+            c.validate().unwrap();
+            js.group_commit_linger_ms = GROUP_COMMIT_LINGER_MS_MAX + 1;
+            let c = ServerConfig {
+                jetstream: Some(js),
+                ..ServerConfig::default()
+            };
+            assert!(invalid(&c).contains("group_commit_linger_ms"));
+        }
     }
 
     #[test]

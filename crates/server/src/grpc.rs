@@ -3,8 +3,9 @@
 //!
 //! Each stream is fed by its own producer (a rider thread, or a tail task) through a small
 //! bounded channel: a slow client slows its producer (and, on the carousel, gets demoted),
-//! and a client that disconnects makes the next send fail, which drops the rider and frees
-//! its seat.
+//! a client that disconnects makes the next send fail, which drops the rider and frees
+//! its seat, and a client that takes no message for `request_body_ms_max` has its
+//! connection closed (`send_to_client`), which does the same.
 //!
 //! Bounds: `iterate_streams_max` and `tail_streams_max` streams at once (more are refused
 //! with RESOURCE_EXHAUSTED); a `Tail` message holds at most `tail_batch_records_max` records
@@ -87,6 +88,34 @@ pub fn shutting_down() -> Status {
 /// Resolves once `stop` holds true (or its sender is gone).
 pub async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Send `message` to a stream's client. `false` once the client is gone, the node stops,
+/// or the client has taken no message for `stall_max` (`request_body_ms_max`): then its
+/// connection is closed, since a client that keeps a stream's flow-control window shut
+/// would otherwise hold the stream's seat and its queued messages for as long as it keeps
+/// the connection alive (it answers pings); closing the connection frees both.
+pub(crate) async fn send_to_client<T>(
+    tx: &mpsc::Sender<T>,
+    message: T,
+    stop: &mut watch::Receiver<bool>,
+    stall_max: Duration,
+    connection: Option<&crate::serve::GrpcConnection>,
+) -> bool {
+    tokio::select! {
+        sent = tx.send(message) => sent.is_ok(),
+        () = stopped(stop) => false,
+        () = tokio::time::sleep(stall_max) => {
+            tracing::info!(
+                peer = ?connection.and_then(|c| c.tcp.remote_addr()),
+                "closing a gRPC connection: a stream's client took no message for {stall_max:?}"
+            );
+            if let Some(c) = connection {
+                c.close();
+            }
+            false
+        }
+    }
 }
 
 /// `stream`, ended with UNAVAILABLE as soon as `stop` turns true (pending messages are
@@ -372,6 +401,7 @@ impl Service {
     pub(crate) fn start_iteration(
         &self,
         r: &proto::IterateRequest,
+        connection: Option<crate::serve::GrpcConnection>,
     ) -> Result<mpsc::Receiver<Result<Bytes, Status>>, Status> {
         let node = &self.node;
         let Some(slot) = node.disks.iter().find(|d| d.id == r.view) else {
@@ -408,6 +438,7 @@ impl Service {
         let (tx, rx) = mpsc::channel(STREAM_MESSAGES_MAX);
         let node = node.clone();
         let mut stop = node.stopping();
+        let stall_max = Duration::from_millis(node.config.request_body_ms_max);
         let runtime = tokio::runtime::Handle::current();
         std::thread::Builder::new()
             .name(format!("rider-{}", slot.id))
@@ -426,12 +457,13 @@ impl Service {
                     // A send error means the client went away, and a stopping node
                     // detaches a rider whose client stopped reading: either way, dropping
                     // the rider frees its seat.
-                    let sent = runtime.block_on(async {
-                        tokio::select! {
-                            sent = tx.send(message) => sent.is_ok(),
-                            () = stopped(&mut stop) => false,
-                        }
-                    });
+                    let sent = runtime.block_on(send_to_client(
+                        &tx,
+                        message,
+                        &mut stop,
+                        stall_max,
+                        connection.as_ref(),
+                    ));
                     if !sent || failed {
                         return;
                     }
@@ -445,6 +477,10 @@ impl Service {
         &self,
         request: Request<proto::TailRequest>,
     ) -> Result<Response<BoxStream<proto::RecordBatch>>, Status> {
+        let connection = request
+            .extensions()
+            .get::<crate::serve::GrpcConnection>()
+            .cloned();
         let r = request.into_inner();
         let node = self.node.clone();
         let from = Index::new(r.from.max(1));
@@ -458,7 +494,8 @@ impl Service {
         // A tail from past the head's next index waits (up to `read_wait_ms_max`, holding
         // no seat) for the log to reach it, as a follower slightly ahead of this node's
         // view of the log would; one from further on is refused, so that a request that
-        // can never be answered does not hold a seat for ever.
+        // can never be answered does not hold a seat for ever (FAILED_PRECONDITION: the
+        // log is not there yet; OUT_OF_RANGE says a tail asked below what the log kept).
         let head = node.log.durable_index();
         if from > head.next() {
             let wait = Duration::from_millis(config.read_wait_ms_max);
@@ -473,7 +510,7 @@ impl Service {
                 Ok(Err(e)) => return Err(tail_status(e)),
                 Err(_) => {
                     let head = node.log.durable_index();
-                    return Err(Status::out_of_range(format!(
+                    return Err(Status::failed_precondition(format!(
                         "index {from} is past the log's head ({head}) and was not reached within \
                          {} ms; tail from at most {}",
                         config.read_wait_ms_max,
@@ -497,6 +534,8 @@ impl Service {
         Counters::bump(&node.metrics.tails, 1);
         let (tx, rx) = mpsc::channel(STREAM_MESSAGES_MAX);
         let stop = node.stopping();
+        let mut stopping = node.stopping();
+        let stall_max = Duration::from_millis(config.request_body_ms_max);
         tokio::spawn(async move {
             let _seat = seat;
             let mut next = from;
@@ -528,7 +567,14 @@ impl Service {
                     if let Some(last) = message.records.last() {
                         next = Index::new(last.index).next();
                     }
-                    if tx.send(Ok(message)).await.is_err() {
+                    let sent = send_to_client(
+                        &tx,
+                        Ok(message),
+                        &mut stopping,
+                        stall_max,
+                        connection.as_ref(),
+                    );
+                    if !sent.await {
                         return;
                     }
                 }

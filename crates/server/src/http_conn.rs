@@ -14,9 +14,11 @@
 //! - both: a write the client takes no byte of for `head_max` fails and closes the connection
 //!   (`Rewound`; a client that reads slowly keeps it, every byte restarting the clock);
 //! - HTTP/2: an answer the client gives no flow-control room for — one whose next piece
-//!   (`H2_PIECE_BYTES_MAX`) waits for `head_max` while the socket itself is not stalled, as
-//!   when the client keeps that stream's window shut and goes on using the others — closes
-//!   the connection: the answer's memory is not held for a client that does not take it.
+//!   (`H2_PIECE_BYTES_MAX`) waits for `head_max`, as when the client keeps that stream's
+//!   window shut and goes on using the others — closes the connection, with every request
+//!   on it: the answer's memory is not held for a client that does not take it. (A client
+//!   that reads its answers one after another, each longer than `head_max`, loses its
+//!   connection too: it must read them concurrently, or the node's bound be raised.)
 //!
 //! On shutdown (`closing`) both kinds close gracefully: requests in flight finish, bounded by
 //! `serve`'s own deadline (`shutdown_ms_max`).

@@ -683,6 +683,8 @@ impl Node {
             })
         };
         mkdir(&data)?;
+        // Answers to clients name files under it without it (`redact`).
+        crate::redact::hide_directory(&data);
         let n = config.disk_partitions;
         let counts = existing_partition_counts(&data).map_err(|source| NodeError::DataDir {
             path: data.clone(),

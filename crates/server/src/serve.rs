@@ -274,8 +274,26 @@ async fn serve_http(
 /// connection whose client stopped reading ends at the shutdown deadline; and whose HTTP/2
 /// preface (its first 24 bytes) must arrive within `first_bytes_max` of its accept, after
 /// which HTTP/2 pings watch it. It holds one of its listener's seats while open.
+/// What a gRPC handler knows of its connection (in the request's extensions): its
+/// addresses, and a way to close it, for a stream whose client has stopped taking messages.
+#[derive(Clone, Debug)]
+pub struct GrpcConnection {
+    pub tcp: TcpConnectInfo,
+    close: Arc<watch::Sender<bool>>,
+}
+
+impl GrpcConnection {
+    /// Close the connection: its reads and writes fail from now on, which ends every stream
+    /// on it and frees what they hold.
+    pub fn close(&self) {
+        self.close.send_replace(true);
+    }
+}
+
 struct Killable {
     io: TcpStream,
+    /// This connection's own close (`GrpcConnection::close`).
+    close: Arc<watch::Sender<bool>>,
     /// Resolves when the connection is to be closed; `None` once it has.
     killed: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// Until the HTTP/2 preface has been read: when it is due, and how much of it came.
@@ -292,10 +310,16 @@ impl Killable {
         first_bytes_max: Duration,
     ) -> Self {
         let mut kill = kill;
+        let (close, mut closed) = watch::channel(false);
         Killable {
             io,
+            close: Arc::new(close),
+            // The node stopping, or this connection closed on its own.
             killed: Some(Box::pin(async move {
-                let _ = kill.wait_for(|k| *k).await;
+                tokio::select! {
+                    _ = kill.wait_for(|k| *k) => {}
+                    _ = closed.wait_for(|c| *c) => {}
+                }
             })),
             first_bytes: Some(Box::pin(tokio::time::sleep(first_bytes_max))),
             preface_read: 0,
@@ -312,7 +336,7 @@ impl Killable {
             self.killed = None;
             return Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
-                "server shutting down",
+                "closed by the server (shutting down, or a stream's client took nothing)",
             ));
         }
         Ok(())
@@ -320,10 +344,13 @@ impl Killable {
 }
 
 impl Connected for Killable {
-    type ConnectInfo = TcpConnectInfo;
+    type ConnectInfo = GrpcConnection;
 
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.io.connect_info()
+    fn connect_info(&self) -> GrpcConnection {
+        GrpcConnection {
+            tcp: self.io.connect_info(),
+            close: self.close.clone(),
+        }
     }
 }
 

@@ -78,6 +78,10 @@ where
     B::Data: Send,
     B::Error: Into<StdError> + Send + 'static,
 {
+    let connection = req
+        .extensions()
+        .get::<crate::serve::GrpcConnection>()
+        .cloned();
     let body = match Limited::new(req.into_body(), GRPC_RECEIVE_BYTES_MAX + 5)
         .collect()
         .await
@@ -87,7 +91,7 @@ where
             return Status::invalid_argument(format!("reading the request: {e}")).into_http();
         }
     };
-    let rx = match decode_request(&body).and_then(|r| service.start_iteration(&r)) {
+    let rx = match decode_request(&body).and_then(|r| service.start_iteration(&r, connection)) {
         Ok(rx) => rx,
         Err(status) => return status.into_http(),
     };

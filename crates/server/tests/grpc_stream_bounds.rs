@@ -271,7 +271,7 @@ fn an_item_larger_than_a_message_is_iterated_whole() {
 }
 
 /// A `Tail` from past the head waits `read_wait_ms_max` for the log to reach it without
-/// holding a seat: answered once the log gets there, refused with OUT_OF_RANGE naming the
+/// holding a seat: answered once the log gets there, refused with FAILED_PRECONDITION naming the
 /// head when it does not, and the one tail seat is free for a tail from the head meanwhile.
 #[test]
 fn a_tail_from_past_the_head_waits_a_bounded_time_without_a_seat() {
@@ -299,7 +299,7 @@ fn a_tail_from_past_the_head_waits_a_bounded_time_without_a_seat() {
         })
         .await
         .expect("a tail from far past the head was neither answered nor refused");
-        assert_eq!(refused.code(), Code::OutOfRange, "{refused:?}");
+        assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
         assert!(
             refused.message().contains(&format!("head ({head})")),
             "{refused:?}"
@@ -331,7 +331,7 @@ fn a_tail_from_past_the_head_waits_a_bounded_time_without_a_seat() {
         }
         let first = at_head.message().await.unwrap().unwrap();
         assert_eq!(first.records[0].index, head + 1);
-        assert_eq!(far_wait.await.unwrap().code(), Code::OutOfRange);
+        assert_eq!(far_wait.await.unwrap().code(), Code::FailedPrecondition);
         drop(at_head);
 
         // A tail from two past the head is answered once the log has grown by two (waiting
@@ -362,6 +362,79 @@ fn a_tail_from_past_the_head_waits_a_bounded_time_without_a_seat() {
             assert!(Instant::now() < deadline, "the seat never came back");
         };
         assert_eq!(ahead.records[0].index, head + 2);
+    });
+    server.stop();
+}
+
+/// A client that opens a `Tail` and takes nothing (its stream's flow-control window stays
+/// shut) does not hold the stream's seat for ever: once a message has waited
+/// `request_body_ms_max` for it, the node closes its connection, the seat is free again,
+/// and the stream it held ends with an error, not as if it were complete.
+#[test]
+fn a_tail_whose_client_takes_nothing_gives_its_seat_back() {
+    let server = common::TestServer::start(|c| {
+        c.disk_partitions = 1;
+        c.memory_view = false;
+        c.tail_streams_max = 1;
+        c.tail_batch_bytes_max = 64 << 10;
+        c.request_body_ms_max = 1_000;
+        // The tails read from index 1 throughout.
+        c.truncate = false;
+    });
+    let node = server.node.clone();
+    let grpc = server.bound.grpc.to_string();
+    server.rt.block_on(async {
+        // About 8 MB of records: more than the client's windows (2 MiB a stream, 5 MiB the
+        // connection), the stream's queue and what tonic holds, so the tail's producer
+        // must wait for the client.
+        let txns: Vec<Transaction> = (0..800).map(|t| txn(t, 1, 10_000)).collect();
+        for r in node.log.append_many(&txns).await {
+            r.unwrap();
+        }
+        let request = TailRequest {
+            from: 1,
+            batch_records_max: 0,
+        };
+        let mut stalled_client: GrpcClient = grpc_connect(&grpc, None).await.unwrap();
+        let mut stalled = tail(&mut stalled_client, request.clone()).await.unwrap();
+        let started = Instant::now();
+        let mut client: GrpcClient = grpc_connect(&grpc, None).await.unwrap();
+        let mut refusals = 0;
+        let mut taken = loop {
+            match tail(&mut client, request.clone()).await {
+                Ok(mut s) => match s.message().await {
+                    Ok(Some(first)) => break first,
+                    Ok(None) => panic!("a tail ended without a message"),
+                    Err(st) => assert_eq!(st.code(), Code::ResourceExhausted, "{st:?}"),
+                },
+                Err(st) => assert_eq!(st.code(), Code::ResourceExhausted, "{st:?}"),
+            }
+            refusals += 1;
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the seat of a tail whose client takes nothing never came back"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(
+            refusals > 0,
+            "the stalled tail did not hold the seat at first"
+        );
+        assert_eq!(taken.records.remove(0).index, 1);
+        eprintln!("the seat came back after {:?}", started.elapsed());
+        // The stalled stream, read now: what reached the client, then an error.
+        let ended = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                match stalled.message().await {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => return None,
+                    Err(status) => return Some(status),
+                }
+            }
+        })
+        .await
+        .expect("the stalled stream neither ended nor failed");
+        assert!(ended.is_some(), "the cut stream ended as if complete");
     });
     server.stop();
 }

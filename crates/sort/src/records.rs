@@ -409,7 +409,8 @@ fn sort_with_plan(
     }
     // The in-memory sort read the input while it wrote; pass two no longer reads it.
     started_as.check(input)?;
-    std::fs::rename(&guard.tmp, output).map_err(|e| SortError::write(output, needed_bytes, e))?;
+    crate::cleanup::finish(|| std::fs::rename(&guard.tmp, output))
+        .map_err(|e| SortError::write(output, needed_bytes, e))?;
     guard.done = true;
     // The new name must survive a power cut too, not only the file's bytes.
     sync_dir(&out_dir).map_err(|e| SortError::write(&out_dir, needed_bytes, e))?;

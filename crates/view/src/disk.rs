@@ -680,10 +680,12 @@ impl DiskView {
     /// index): at most `limit` edges ordered by (label, to) as bytes — the key order —,
     /// only label `label` if given, only past the edge `after` (label, to) if given, each
     /// with its version then; and where the next page starts, if anywhere. Deleted edges
-    /// are left out. Holds at most `limit + 1` edges in memory however many the node has,
-    /// and reads about `EDGE_SCAN_VERSIONS_MAX` versions at most: past that it stops at the
-    /// next edge boundary, so a page may hold fewer than `limit` edges (none, even, if the
-    /// node's edges there are all deleted) and still say where to go on.
+    /// are left out. Holds at most `limit + 1` edges in memory however many the node has.
+    /// Once it has read `EDGE_SCAN_VERSIONS_MAX` versions it stops at the next edge
+    /// boundary (an edge's versions are read whole, so an edge with more versions than that
+    /// makes one page read them all), so a page may hold fewer than `limit` edges (none,
+    /// even, if the node's edges there are all deleted) and still say where to go on. The
+    /// next page seeks past the cursor's edge without reading its versions again.
     pub fn out_edges_page(
         &self,
         from: &str,
@@ -718,12 +720,17 @@ impl DiskView {
             Some(label) => keys::out_edges_label_prefix(from, label),
             None => keys::out_edges_prefix(from),
         };
-        // The cursor's own edge is skipped: the page starts after it.
+        // The cursor's own edge is skipped: the page starts after its last possible key
+        // (its prefix and the largest index), so its versions are not read again.
         let skip = filter
             .after
             .map(|(label, to)| keys::edge_prefix(from, label, to));
         let start = match &skip {
-            Some(edge) if edge.as_slice() > prefix.as_slice() => edge.clone(),
+            Some(edge) if edge.as_slice() >= prefix.as_slice() => {
+                let mut past = edge.clone();
+                past.extend_from_slice(&[0xFF; keys::INDEX_BYTES]);
+                past
+            }
             _ => prefix.clone(),
         };
         let mut page = Page::new(limit);
@@ -743,6 +750,7 @@ impl DiskView {
                 _ => Ok(true),
             }
         };
+        // Versions read; past `scan_max`, the page ends at the next edge boundary.
         let mut scanned = 0usize;
         // The last edge read whole when the scan budget ran out: the next page starts
         // after it.
@@ -751,6 +759,7 @@ impl DiskView {
         self.scan_from(&prefix, &start, |k, v| {
             let parts = keys::split_key(k).ok_or_else(|| self.corrupt(format!("bad key {k:?}")))?;
             if skip.as_deref() == Some(parts.prefix) {
+                // Only a version at the largest index can sort past the seek.
                 return Ok(true);
             }
             if current

@@ -435,7 +435,9 @@ class Client:
     ) -> Generator[Record, None, None]:
         """The log's durable records from `from_index` on, over gRPC `Tail`; it waits for new
         records forever, so stop with `break` (or `.close()`), which ends the stream. Below
-        the first retained index it raises `spindle.Truncated`."""
+        the first retained index it raises `spindle.Truncated`; from past the head's next
+        index it waits up to the node's `read_wait_ms_max` for the log to get there, then
+        raises `spindle.ApiError` with code `failed_precondition`."""
         return tail(self._grpc, from_index, batch_records_max)
 
 

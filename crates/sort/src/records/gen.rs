@@ -122,6 +122,6 @@ pub fn generate(path: &Path, opts: &GenOptions) -> Result<(), SortError> {
     w.flush().map_err(err)?;
     drop(w);
     tmp.as_file().sync_all().map_err(err)?;
-    tmp.persist(path).map_err(|e| err(e.error))?;
+    crate::cleanup::finish(|| tmp.persist(path)).map_err(|e| err(e.error))?;
     crate::records::sync_dir(dir).map_err(err)
 }
