@@ -113,6 +113,26 @@ async fn json_body(resp: hyper::Response<hyper::body::Incoming>) -> serde_json::
     serde_json::from_slice(&body).unwrap()
 }
 
+/// A 12 MiB chunk: far more than an HTTP/2 client's stream window.
+fn large_chunk() -> Vec<u8> {
+    (0..12u32 << 20).map(|i| (i % 251) as u8).collect()
+}
+
+/// Store `chunk` over HTTP/1; its id.
+async fn put_chunk(client: &HttpClient, chunk: &[u8]) -> String {
+    let (status, answer) = client
+        .request(Method::POST, "/v1/chunks", Some(chunk.to_vec()))
+        .await
+        .unwrap();
+    assert!(
+        status.is_success(),
+        "{status} {}",
+        String::from_utf8_lossy(&answer)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    answer["id"].as_str().expect("the chunk's id").to_owned()
+}
+
 /// Wait for the node to close the connection; a node that never does fails the test here,
 /// far above its bound.
 async fn closed_by_node(conn: tokio::task::JoinHandle<Result<(), hyper::Error>>) {
@@ -199,20 +219,10 @@ fn a_large_answer_read_slowly_is_not_cut() {
     let server = start_with_idle_bound(idle_max);
     let addr = server.bound.http;
     // Far more than the client's stream window, so the reader's pace sets the sender's.
-    let chunk: Vec<u8> = (0..12u32 << 20).map(|i| (i % 251) as u8).collect();
+    let chunk = large_chunk();
     let client = HttpClient::new(&addr.to_string(), None);
     server.rt.block_on(async {
-        let (status, answer) = client
-            .request(Method::POST, "/v1/chunks", Some(chunk.clone()))
-            .await
-            .unwrap();
-        assert!(
-            status.is_success(),
-            "{status} {}",
-            String::from_utf8_lossy(&answer)
-        );
-        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
-        let id = answer["id"].as_str().expect("the chunk's id").to_owned();
+        let id = put_chunk(&client, &chunk).await;
 
         let (mut send, _conn) = h2_connect(addr).await;
         let resp = send
@@ -249,16 +259,10 @@ fn an_answer_the_client_never_makes_room_for_closes_the_connection() {
     let server = start_with_idle_bound(idle_max);
     let addr = server.bound.http;
     // Far more than the client's stream window (2 MiB by default), so the rest must wait.
-    let chunk: Vec<u8> = (0..12u32 << 20).map(|i| (i % 251) as u8).collect();
+    let chunk = large_chunk();
     let client = HttpClient::new(&addr.to_string(), None);
     server.rt.block_on(async {
-        let (status, answer) = client
-            .request(Method::POST, "/v1/chunks", Some(chunk.clone()))
-            .await
-            .unwrap();
-        assert!(status.is_success(), "{status}");
-        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
-        let id = answer["id"].as_str().expect("the chunk's id").to_owned();
+        let id = put_chunk(&client, &chunk).await;
 
         let (mut send, conn) = h2_connect(addr).await;
         let unread = send
