@@ -1,7 +1,7 @@
 //! `spindle sort`, `spindle sort --check` and `spindle gen-records`: thin wrappers over
 //! `spindle-sort` with a progress bar on a terminal and a per-phase summary.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -228,21 +228,35 @@ fn remove_temporaries_on_signal() -> anyhow::Result<()> {
                     _ = term.recv() => ("SIGTERM", 143),
                 }
             });
+            // Exit whatever happens below (a panic here would leave the sort stopped
+            // behind a lock that is never given back).
+            struct ExitOnDrop(i32);
+            impl Drop for ExitOnDrop {
+                fn drop(&mut self) {
+                    std::process::exit(self.0);
+                }
+            }
+            let _exit = ExitOnDrop(code);
             let stopped = spindle_sort::cleanup::stop_and_remove();
             let output = if stopped.finished {
                 "the output was already complete"
             } else {
                 "no output written"
             };
-            if stopped.left.is_empty() {
-                eprintln!("\nstopped by {name}: temporary files removed, {output}");
+            // stderr may be gone (a pipe whose reader the same Ctrl-C stopped).
+            let mut err = std::io::stderr();
+            let _ = if stopped.left.is_empty() {
+                writeln!(
+                    err,
+                    "\nstopped by {name}: temporary files removed, {output}"
+                )
             } else {
-                eprintln!(
+                writeln!(
+                    err,
                     "\nstopped by {name}: {output}; could not remove {:?}, delete them by hand",
                     stopped.left
-                );
-            }
-            std::process::exit(code);
+                )
+            };
         })
         .context("starting the signal handler")?;
     Ok(())

@@ -80,9 +80,14 @@ pub struct ServerConfig {
     pub request_bodies_bytes_max: u64,
     /// Longest time an HTTP request body (or chunk) may take to arrive, from the handler's
     /// first read to its last byte; a slower body is answered `408`. Also how long a
-    /// client may take no byte of an answer (an HTTP/2 answer's next piece, a gRPC
-    /// stream's next message) before its connection is closed (docs/api.md).
+    /// client may take no byte of an answer (an HTTP/2 answer's next piece) before its
+    /// connection is closed (docs/api.md).
     pub request_body_ms_max: u64,
+    /// How long a gRPC stream's next message (`Tail`, `Iterate`) may wait for its client
+    /// to take it before the client's connection is closed, freeing the stream's seat.
+    /// Longer than `request_body_ms_max`: a booting view's consumer may pause for a
+    /// storage engine's write stall.
+    pub stream_stall_ms_max: u64,
     /// Connections each listener (HTTP, gRPC) holds open at once; past it a new one is
     /// closed as soon as it is accepted. Also at most a quarter of the open-files limit, so
     /// that connections never take the descriptors the log and the views need.
@@ -295,6 +300,7 @@ impl Default for ServerConfig {
             disk_block_cache_bytes: 0,
             disk_direct_reads: false,
             read_wait_ms_max: 60_000,
+            stream_stall_ms_max: 120_000,
             tail_batch_records_max: 4096,
             tail_batch_bytes_max: 4 << 20,
             tail_streams_max: 64,
@@ -516,6 +522,9 @@ impl ServerConfig {
         }
         if self.request_body_ms_max == 0 {
             return bad("request_body_ms_max must be at least 1".into());
+        }
+        if self.stream_stall_ms_max == 0 {
+            return bad("stream_stall_ms_max must be at least 1".into());
         }
         if !(1..=CONNECTIONS_LIMIT).contains(&self.connections_max) {
             return bad(format!(

@@ -4,7 +4,7 @@
 //! Each stream is fed by its own producer (a rider thread, or a tail task) through a small
 //! bounded channel: a slow client slows its producer (and, on the carousel, gets demoted),
 //! a client that disconnects makes the next send fail, which drops the rider and frees
-//! its seat, and a client that takes no message for `request_body_ms_max` has its
+//! its seat, and a client that takes no message for `stream_stall_ms_max` has its
 //! connection closed (`send_to_client`), which does the same.
 //!
 //! Bounds: `iterate_streams_max` and `tail_streams_max` streams at once (more are refused
@@ -91,10 +91,12 @@ pub async fn stopped(stop: &mut watch::Receiver<bool>) {
 }
 
 /// Send `message` to a stream's client. `false` once the client is gone, the node stops,
-/// or the client has taken no message for `stall_max` (`request_body_ms_max`): then its
-/// connection is closed, since a client that keeps a stream's flow-control window shut
-/// would otherwise hold the stream's seat and its queued messages for as long as it keeps
-/// the connection alive (it answers pings); closing the connection frees both.
+/// or the client has taken no message for `stall_max` (`stream_stall_ms_max`): then its
+/// connection is closed, with every stream on it, since a client that keeps a stream's
+/// flow-control window shut would otherwise hold the stream's seat and its queued messages
+/// for as long as it keeps the connection alive (it answers pings); closing the connection
+/// frees both. (Every connection the node serves has one; without it the producer only
+/// stops.)
 pub(crate) async fn send_to_client<T>(
     tx: &mpsc::Sender<T>,
     message: T,
@@ -438,7 +440,7 @@ impl Service {
         let (tx, rx) = mpsc::channel(STREAM_MESSAGES_MAX);
         let node = node.clone();
         let mut stop = node.stopping();
-        let stall_max = Duration::from_millis(node.config.request_body_ms_max);
+        let stall_max = Duration::from_millis(node.config.stream_stall_ms_max);
         let runtime = tokio::runtime::Handle::current();
         std::thread::Builder::new()
             .name(format!("rider-{}", slot.id))
@@ -535,7 +537,7 @@ impl Service {
         let (tx, rx) = mpsc::channel(STREAM_MESSAGES_MAX);
         let stop = node.stopping();
         let mut stopping = node.stopping();
-        let stall_max = Duration::from_millis(config.request_body_ms_max);
+        let stall_max = Duration::from_millis(config.stream_stall_ms_max);
         tokio::spawn(async move {
             let _seat = seat;
             let mut next = from;
@@ -559,7 +561,11 @@ impl Service {
                 let messages = match read {
                     Ok(messages) => messages,
                     Err(e) => {
-                        let _ = tx.send(Err(tail_status(e))).await;
+                        // A slow client is likely here (truncation passed it): the error
+                        // waits for it no longer than a message would.
+                        let failed = Err(tail_status(e));
+                        send_to_client(&tx, failed, &mut stopping, stall_max, connection.as_ref())
+                            .await;
                         return;
                     }
                 };

@@ -46,8 +46,8 @@ fn before_path(c: char) -> bool {
         )
 }
 
-/// `text` with `dir` written `<data>` where it is a whole path or a path's first
-/// components (so a data directory named `data` leaves the word "data" alone).
+/// `text` with `dir` written `<data>` where it stands as a path or a path's first
+/// components (so a data directory named `data` leaves words such as "metadata" alone).
 fn replace_path(text: &str, dir: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut at = 0;

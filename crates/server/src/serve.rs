@@ -270,11 +270,8 @@ async fn serve_http(
     Ok(())
 }
 
-/// A gRPC connection that fails every read and write once `kill` turns true, so that a
-/// connection whose client stopped reading ends at the shutdown deadline; and whose HTTP/2
-/// preface (its first 24 bytes) must arrive within `first_bytes_max` of its accept, after
-/// which HTTP/2 pings watch it. It holds one of its listener's seats while open.
-/// What a gRPC handler knows of its connection (in the request's extensions): its
+/// What a gRPC handler knows of its connection (in the request's extensions, in place of
+/// tonic's `TcpConnectInfo`, so `Request::remote_addr` is `None`: use `tcp`): its
 /// addresses, and a way to close it, for a stream whose client has stopped taking messages.
 #[derive(Clone, Debug)]
 pub struct GrpcConnection {
@@ -290,6 +287,11 @@ impl GrpcConnection {
     }
 }
 
+/// A gRPC connection that fails every read and write once `kill` turns true (or its own
+/// `GrpcConnection::close` is called), so that a connection whose client stopped reading
+/// ends at the shutdown deadline; and whose HTTP/2 preface (its first 24 bytes) must arrive
+/// within `first_bytes_max` of its accept, after which HTTP/2 pings watch it. It holds one
+/// of its listener's seats while open.
 struct Killable {
     io: TcpStream,
     /// This connection's own close (`GrpcConnection::close`).

@@ -368,7 +368,7 @@ fn a_tail_from_past_the_head_waits_a_bounded_time_without_a_seat() {
 
 /// A client that opens a `Tail` and takes nothing (its stream's flow-control window stays
 /// shut) does not hold the stream's seat for ever: once a message has waited
-/// `request_body_ms_max` for it, the node closes its connection, the seat is free again,
+/// `stream_stall_ms_max` for it, the node closes its connection, the seat is free again,
 /// and the stream it held ends with an error, not as if it were complete.
 #[test]
 fn a_tail_whose_client_takes_nothing_gives_its_seat_back() {
@@ -377,7 +377,7 @@ fn a_tail_whose_client_takes_nothing_gives_its_seat_back() {
         c.memory_view = false;
         c.tail_streams_max = 1;
         c.tail_batch_bytes_max = 64 << 10;
-        c.request_body_ms_max = 1_000;
+        c.stream_stall_ms_max = 1_000;
         // The tails read from index 1 throughout.
         c.truncate = false;
     });

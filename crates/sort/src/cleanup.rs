@@ -21,11 +21,13 @@ static STOPPING: AtomicBool = AtomicBool::new(false);
 
 /// Run `step`, which makes an output final (renames it into place), unless the process is
 /// being stopped: then this blocks until the process exits, and the output never appears.
-/// Once `step` has run, `stop_and_remove` reports the output as written.
-pub fn finish<T>(step: impl FnOnce() -> T) -> T {
+/// Once `step` has succeeded, `stop_and_remove` reports the output as written.
+pub fn finish<T, E>(step: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
     let _held = REGISTERED.lock().unwrap_or_else(PoisonError::into_inner);
     let out = step();
-    FINISHED.store(true, Ordering::SeqCst);
+    if out.is_ok() {
+        FINISHED.store(true, Ordering::SeqCst);
+    }
     out
 }
 
