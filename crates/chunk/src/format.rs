@@ -419,7 +419,11 @@ pub fn hint_tmp_path(dir: &Path, n: u32) -> PathBuf {
 
 /// The volume number of a file name like `00000012.volume`.
 pub fn parse_volume_name(name: &str) -> Option<u32> {
-    let stem = name.strip_suffix(".volume")?;
+    parse_volume_number(name.strip_suffix(".volume")?)
+}
+
+/// The volume number a file's name starts with (`00000012` of `00000012.hint`): 8 digits.
+pub fn parse_volume_number(stem: &str) -> Option<u32> {
     if stem.len() != 8 || !stem.bytes().all(|c| c.is_ascii_digit()) {
         return None;
     }

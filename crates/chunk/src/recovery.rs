@@ -300,7 +300,7 @@ pub(crate) fn check_names(dir: &Path, names: &[String]) -> Result<()> {
             .strip_suffix(".hint.tmp")
             .or_else(|| name.strip_suffix(".hint"))
             .or_else(|| name.strip_suffix(".volume"));
-        let numbered = stem.is_some_and(|s| s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit()));
+        let numbered = stem.and_then(format::parse_volume_number).is_some();
         if !numbered && name != format::MARKER_FILE && !spindle_fs::is_left_by_the_file_system(name)
         {
             return Err(ChunkError::Corrupt {

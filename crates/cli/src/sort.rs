@@ -101,12 +101,7 @@ pub fn run(args: &SortArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let report = sort_file(&args.input, output, &opts, &mut on_progress);
-    if report.is_err() && spindle_sort::cleanup::stopping() {
-        // The signal handler removed the sort's files under it: it reports and exits.
-        loop {
-            std::thread::park();
-        }
-    }
+    leave_to_the_signal_handler(report.is_err());
     let report = report.with_context(|| format!("sorting {}", args.input.display()))?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
@@ -262,6 +257,16 @@ fn remove_temporaries_on_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A failure while a signal stops the process is the removal's doing: the signal handler
+/// reports and exits, so this thread waits for it instead of reporting the failure.
+fn leave_to_the_signal_handler(failed: bool) {
+    if failed && spindle_sort::cleanup::stopping() {
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
 pub fn gen_records(args: &GenRecordsArgs) -> anyhow::Result<ExitCode> {
     remove_temporaries_on_signal()?;
     let written = generate(
@@ -273,12 +278,7 @@ pub fn gen_records(args: &GenRecordsArgs) -> anyhow::Result<ExitCode> {
             seed: args.seed,
         },
     );
-    if written.is_err() && spindle_sort::cleanup::stopping() {
-        // The signal handler removed the file under it: it reports and exits.
-        loop {
-            std::thread::park();
-        }
-    }
+    leave_to_the_signal_handler(written.is_err());
     written.with_context(|| format!("writing {}", args.file.display()))?;
     Ok(ExitCode::SUCCESS)
 }

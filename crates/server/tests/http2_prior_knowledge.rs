@@ -133,6 +133,25 @@ async fn put_chunk(client: &HttpClient, chunk: &[u8]) -> String {
     answer["id"].as_str().expect("the chunk's id").to_owned()
 }
 
+/// Chunk `id` asked for on a new HTTP/2 connection: the connection, its task and the
+/// answer (`200`; its body not read yet).
+async fn get_over_h2(
+    addr: std::net::SocketAddr,
+    id: &str,
+) -> (
+    hyper::client::conn::http2::SendRequest<http_body_util::Full<bytes::Bytes>>,
+    tokio::task::JoinHandle<Result<(), hyper::Error>>,
+    hyper::Response<hyper::body::Incoming>,
+) {
+    let (mut send, conn) = h2_connect(addr).await;
+    let resp = send
+        .send_request(get(&format!("/v1/chunks/{id}")))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    (send, conn, resp)
+}
+
 /// Wait for the node to close the connection; a node that never does fails the test here,
 /// far above its bound.
 async fn closed_by_node(conn: tokio::task::JoinHandle<Result<(), hyper::Error>>) {
@@ -223,13 +242,7 @@ fn a_large_answer_read_slowly_is_not_cut() {
     let client = HttpClient::new(&addr.to_string(), None);
     server.rt.block_on(async {
         let id = put_chunk(&client, &chunk).await;
-
-        let (mut send, _conn) = h2_connect(addr).await;
-        let resp = send
-            .send_request(get(&format!("/v1/chunks/{id}")))
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
+        let (_send, _conn, resp) = get_over_h2(addr, &id).await;
         let mut body = resp.into_body();
         let mut got = Vec::with_capacity(chunk.len());
         let mut pauses = 0;
@@ -263,13 +276,7 @@ fn an_answer_the_client_never_makes_room_for_closes_the_connection() {
     let client = HttpClient::new(&addr.to_string(), None);
     server.rt.block_on(async {
         let id = put_chunk(&client, &chunk).await;
-
-        let (mut send, conn) = h2_connect(addr).await;
-        let unread = send
-            .send_request(get(&format!("/v1/chunks/{id}")))
-            .await
-            .unwrap();
-        assert_eq!(unread.status(), StatusCode::OK);
+        let (mut send, conn, unread) = get_over_h2(addr, &id).await;
         // Keep the connection busy with small requests, a tenth of the bound apart, and the
         // unread answer's body held: the node must close the connection within a few
         // bounds, not serve it for ever.
