@@ -19,29 +19,35 @@ impl Index {
     pub const FIRST: Index = Index(1);
     pub const MAX: Index = Index(u64::MAX);
 
+    #[inline]
     pub const fn new(raw: u64) -> Self {
         Index(raw)
     }
 
+    #[inline]
     pub const fn get(self) -> u64 {
         self.0
     }
 
+    #[inline]
     pub const fn is_zero(self) -> bool {
         self.0 == 0
     }
 
     /// The index after this one. Panics on overflow: 2^64 records is a broken invariant.
+    #[inline]
     pub fn next(self) -> Self {
         Index(self.0.checked_add(1).expect("log index overflow"))
     }
 
     /// The index `n` records later.
+    #[inline]
     pub fn plus(self, n: u64) -> Self {
         Index(self.0.checked_add(n).expect("log index overflow"))
     }
 
     /// The index before this one, saturating at zero.
+    #[inline]
     pub fn prev(self) -> Self {
         Index(self.0.saturating_sub(1))
     }
@@ -54,6 +60,7 @@ impl fmt::Display for Index {
 }
 
 impl From<Index> for u64 {
+    #[inline]
     fn from(i: Index) -> u64 {
         i.0
     }

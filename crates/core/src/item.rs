@@ -152,6 +152,14 @@ impl ItemKey {
         partition_hash(self.partition_key().as_bytes())
     }
 
+    /// The partition hash of the item whose encoding (`encode`) is `encoded`, without
+    /// decoding it: its first field is the partition key (a node's id, an edge's `from`).
+    /// `None` if the bytes are too short to hold that field; the rest is not checked.
+    pub fn hash_of_encoded(encoded: &[u8]) -> Option<u32> {
+        let len = u16::from_le_bytes(encoded.get(1..3)?.try_into().ok()?) as usize;
+        Some(partition_hash(encoded.get(3..3 + len)?))
+    }
+
     /// Bytes `encode` will append.
     pub fn encoded_len(&self) -> usize {
         match self {
@@ -241,6 +249,16 @@ mod tests {
             let (back, used) = ItemKey::decode(&bytes).unwrap();
             assert_eq!(back, key);
             assert_eq!(used, bytes.len());
+            assert_eq!(ItemKey::hash_of_encoded(&bytes), Some(key.hash()));
+        }
+        // Too short to hold the partition key: no hash.
+        let bytes = ItemKey::node("users/1").unwrap().to_bytes();
+        for cut in 0..bytes.len() {
+            assert_eq!(
+                ItemKey::hash_of_encoded(&bytes[..cut]),
+                None,
+                "cut at {cut}"
+            );
         }
     }
 

@@ -45,14 +45,17 @@ impl Partition {
         Partition { lo, hi }
     }
 
+    #[inline]
     pub fn lo(self) -> u64 {
         self.lo
     }
 
+    #[inline]
     pub fn hi(self) -> u64 {
         self.hi
     }
 
+    #[inline]
     pub fn contains(self, hash: u32) -> bool {
         let h = u64::from(hash);
         self.lo <= h && h < self.hi
@@ -64,6 +67,7 @@ impl Partition {
     }
 
     /// Whether `other` lies wholly inside `self`.
+    #[inline]
     pub fn covers(self, other: Partition) -> bool {
         self.lo <= other.lo && other.hi <= self.hi
     }

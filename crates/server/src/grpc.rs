@@ -397,6 +397,34 @@ pub fn iter_request(
     })
 }
 
+/// The status of an iteration refused at its start: a bad request is the client's
+/// (`INVALID_ARGUMENT`), the carousel's bound on filter groups a full server's
+/// (`RESOURCE_EXHAUSTED`), anything else the server's own fault (`INTERNAL`, logged whole,
+/// answered with the data directory hidden) — never the client's mistake.
+fn refused_iteration(e: IterError) -> Status {
+    match e {
+        IterError::CarouselGroupsFull { .. } => {
+            Status::resource_exhausted(format!("{e} (the server's carousel_groups_max)"))
+        }
+        IterError::EmptyRange { .. }
+        | IterError::RangeOutsideView { .. }
+        | IterError::NoKinds
+        | IterError::FromAboveTo { .. }
+        | IterError::CutAboveApplied { .. }
+        | IterError::BadProjection { .. }
+        | IterError::ProjectionWithKeysOnly => Status::invalid_argument(e.to_string()),
+        IterError::UnknownSource { .. }
+        | IterError::CarouselConfig { .. }
+        | IterError::CarouselFailed { .. }
+        | IterError::Remote { .. }
+        | IterError::View(_) => {
+            let message = e.to_string();
+            tracing::warn!("an iteration could not start: {message}");
+            Status::internal(crate::redact::paths(&message))
+        }
+    }
+}
+
 impl Service {
     /// Board (or start a dedicated iterator) and return the chunks as they come. The rider
     /// runs on its own thread; the channel's bound paces it to the client.
@@ -430,12 +458,7 @@ impl Service {
         } else {
             slot.carousel.board(&req)
         };
-        let mut rider = rider.map_err(|e| match e {
-            IterError::CarouselGroupsFull { .. } => {
-                Status::resource_exhausted(format!("{e} (the server's carousel_groups_max)"))
-            }
-            other => Status::invalid_argument(other.to_string()),
-        })?;
+        let mut rider = rider.map_err(refused_iteration)?;
         Counters::bump(&node.metrics.iterations, 1);
         let (tx, rx) = mpsc::channel(STREAM_MESSAGES_MAX);
         let node = node.clone();

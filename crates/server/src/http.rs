@@ -1130,11 +1130,20 @@ struct MultigetAnswer<'a> {
     responses(
         (status = 200, description = "The values", body = MultigetAnswer),
         (status = 400, description = "Malformed request (`bad_request`)", body = ErrorBody),
+        (status = 404, description = "The node keeps no Memory View (`no_memory_view`)", body = ErrorBody),
         (status = 503, description = "The Memory View is booting (`booting`) or stopped following the log (`views_stalled`, `view_paused`), or no room for the body in `request_bodies_bytes_max` in time (`busy`)", body = ErrorBody),
         (status = 504, description = "The view did not apply `min_index` in time (`not_yet_applied`)", body = ErrorBody),
     )
 )]
 async fn multiget(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Response> {
+    if !node.config.memory_view {
+        // Not "booting": no boot will ever come, and a client would retry for ever.
+        return Err(ApiError::not_found(
+            "no_memory_view",
+            "this node keeps no Memory View (memory_view = false, as on every Disk View \
+             server): send multigets to a node that keeps one",
+        ));
+    }
     let body = read_body(&node, body, node.config.request_body_bytes_max).await?;
     let req: MultigetJson = parse_json(&body)?;
     if req.items.len() > MULTIGET_ITEMS_MAX {

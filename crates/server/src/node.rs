@@ -1042,7 +1042,7 @@ impl Node {
     fn boot_and_follow<V, E>(
         &self,
         slot: &Booted<V>,
-        boot: impl FnOnce(&spindle_view::Plan, &BootSources<'_>, &BootProgress) -> Result<V, E>,
+        boot: impl Fn(&spindle_view::Plan, &BootSources<'_>, &BootProgress) -> Result<V, E>,
     ) where
         V: spindle_view::follow::Applier + Send + Sync + 'static,
         E: std::fmt::Display,
@@ -1138,66 +1138,120 @@ impl Node {
     }
 
     /// Choose a plan over the remote Disk Views of the catalog (waiting, while the node
-    /// runs, until they cover the hash space), hold the log above its cut, and boot.
-    /// `None` when the node stops first.
+    /// runs, until they cover the hash space with views the log can be followed from),
+    /// hold the log above its cut, and boot. `None` when the node stops first.
+    ///
+    /// A view is chosen only if it has applied the record before the log's first retained
+    /// index (`SelectRequest::followed_from`): a stalled replica behind a truncation would
+    /// give a cut the view could never tail from. And since the truncation may pass the cut
+    /// before it sees the hold, the first index is asked again after the boot; if it passed
+    /// the cut, the boot is made again (at most `DISK_BOOT_ATTEMPTS_MAX` times).
     fn boot_remote<V>(
         &self,
         at: usize,
         request: &SelectRequest,
         hold: &Mutex<Option<truncate::HoldGuard>>,
-        boot: impl FnOnce(&spindle_view::Plan, &BootSources<'_>) -> Result<V, String>,
+        boot: impl Fn(&spindle_view::Plan, &BootSources<'_>) -> Result<V, String>,
     ) -> Option<Result<V, String>> {
+        let mut attempts = 0;
+        loop {
+            let (plan, views) = self.choose_remote_plan(at, request)?;
+            // Hold the log above the cut before letting go of the hold on everything.
+            *hold.lock() = Some(self.holds.hold(plan.cut));
+            self.catalog.renew_now();
+            {
+                let mut boots = self.boots.lock();
+                boots[at].cut = Some(plan.cut);
+                boots[at].sources = plan.sources.iter().map(|s| s.view.clone()).collect();
+                boots[at].waiting = None;
+            }
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("boot-remote")
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => return Some(Err(format!("starting the remote boot's runtime: {e}"))),
+            };
+            let sources = crate::remote::plan_sources(
+                &plan,
+                &views,
+                self.config.token.clone(),
+                rt.handle().clone(),
+            );
+            tracing::info!(
+                "booting from {} remote Disk View(s) to cut {}",
+                plan.sources.len(),
+                plan.cut
+            );
+            let result = boot(&plan, &BootSources::Remote(sources));
+            rt.shutdown_background();
+            if result.is_ok() {
+                attempts += 1;
+                // Unknown counts as purged: booting again is safe, following a gap is not.
+                let first = self
+                    .log
+                    .refresh_first_index()
+                    .unwrap_or(Index::new(u64::MAX));
+                if plan.cut.next() < first {
+                    if attempts >= DISK_BOOT_ATTEMPTS_MAX {
+                        return Some(Err(format!(
+                            "the log was truncated past the boot's cut {} (it starts at \
+                             {first}) {attempts} times; the truncation coordinator does not \
+                             keep this server's hold",
+                            plan.cut
+                        )));
+                    }
+                    tracing::warn!(
+                        "the log was truncated past the boot's cut {} meanwhile (it starts at \
+                         {first}); booting again",
+                        plan.cut
+                    );
+                    continue;
+                }
+            }
+            return Some(result);
+        }
+    }
+
+    /// Wait (while the node runs) for a plan over the catalog's remote Disk Views whose cut
+    /// the log can be followed from; `None` when the node stops first.
+    fn choose_remote_plan(
+        &self,
+        at: usize,
+        request: &SelectRequest,
+    ) -> Option<(spindle_view::Plan, Vec<crate::remote::RemoteView>)> {
         let mut waiting_since: Option<Instant> = None;
-        let (plan, views) = loop {
+        let mut wait = |why: String| {
+            if waiting_since.is_none() {
+                tracing::info!("waiting for Disk View servers in the catalog: {why}");
+                waiting_since = Some(Instant::now());
+            }
+            self.boots.lock()[at].waiting = Some(why);
+            std::thread::sleep(Duration::from_millis(REMOTE_SELECT_RETRY_MS));
+        };
+        loop {
             if *self.stop.borrow() {
                 return None;
             }
+            // Asked of the servers: a reader's cached first index can lag a purge.
+            let first = match self.log.refresh_first_index() {
+                Ok(first) => first,
+                Err(e) => {
+                    wait(format!("reading the log's first index: {e}"));
+                    continue;
+                }
+            };
             // Members whose entries missed a renewal, or whose checksums disagree with
             // their range's majority, are not chosen to boot from.
             let views = self.catalog.boot_views();
-            match select(&crate::remote::selection_catalog(&views), request) {
-                Ok(plan) => break (plan, views),
-                Err(e) => {
-                    if waiting_since.is_none() {
-                        tracing::info!("waiting for Disk View servers in the catalog: {e}");
-                        waiting_since = Some(Instant::now());
-                    }
-                    self.boots.lock()[at].waiting = Some(e.to_string());
-                    std::thread::sleep(Duration::from_millis(REMOTE_SELECT_RETRY_MS));
-                }
+            let request = request.clone().followed_from(first);
+            match select(&crate::remote::selection_catalog(&views), &request) {
+                Ok(plan) => return Some((plan, views)),
+                Err(e) => wait(format!("{e} (the log starts at {first})")),
             }
-        };
-        // Hold the log above the cut before letting go of the hold on everything.
-        *hold.lock() = Some(self.holds.hold(plan.cut));
-        {
-            let mut boots = self.boots.lock();
-            boots[at].cut = Some(plan.cut);
-            boots[at].sources = plan.sources.iter().map(|s| s.view.clone()).collect();
-            boots[at].waiting = None;
         }
-        let rt = match tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("boot-remote")
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => rt,
-            Err(e) => return Some(Err(format!("starting the remote boot's runtime: {e}"))),
-        };
-        let sources = crate::remote::plan_sources(
-            &plan,
-            &views,
-            self.config.token.clone(),
-            rt.handle().clone(),
-        );
-        tracing::info!(
-            "booting from {} remote Disk View(s) to cut {}",
-            plan.sources.len(),
-            plan.cut
-        );
-        let result = boot(&plan, &BootSources::Remote(sources));
-        rt.shutdown_background();
-        Some(result)
     }
 
     /// Fill a Disk View this server does not have yet, then follow the log into it (a Disk
@@ -1321,12 +1375,15 @@ impl Node {
                 }
             };
             let views = self.catalog.boot_views();
+            // Views behind the log's first retained index are passed over, so a fresh
+            // larger one is chosen rather than waiting on a stalled smaller one.
             let chosen = select(
                 &crate::remote::selection_catalog(&views),
                 &SelectRequest {
                     head: self.log.durable_index(),
                     ..request.clone()
-                },
+                }
+                .followed_from(first),
             );
             let plan = match chosen {
                 Ok(plan) if plan.cut.next() >= first && !(auto && plan.cut.is_zero()) => plan,

@@ -152,3 +152,27 @@ fn every_refusal_has_the_json_error_shape() {
     assert_error_shape("stalled body", &body, "body_timeout");
     server.stop();
 }
+
+/// A node that keeps no Memory View answers a multiget `404 no_memory_view`, at once and
+/// every time: `503 booting` would have a client retry for a boot that never comes.
+#[test]
+fn a_multiget_on_a_node_without_a_memory_view_is_refused_for_good() {
+    let server = common::TestServer::start(|c| c.memory_view = false);
+    let client = server.http(None);
+    server.rt.block_on(async {
+        let ask = json!({"items": [{"kind": "node", "id": "a"}]});
+        for _ in 0..2 {
+            let (status, body) = client
+                .request(
+                    Method::POST,
+                    "/v1/multiget",
+                    Some(serde_json::to_vec(&ask).unwrap()),
+                )
+                .await
+                .unwrap();
+            assert_eq!(status, StatusCode::NOT_FOUND);
+            assert_error_shape("multiget without a Memory View", &body, "no_memory_view");
+        }
+    });
+    server.stop();
+}

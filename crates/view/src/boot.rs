@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use spindle_core::{Index, Partition};
+use spindle_core::{Index, ItemKey, Partition};
 
 use crate::disk::DiskView;
 use crate::error::IterError;
@@ -221,11 +221,15 @@ fn iterate_source<S: BootSource + ?Sized, T>(
     let source = BootSourceRef(view);
     let source: &dyn BootSource = &source;
     let mut it = view.open(req)?;
+    let range =
+        Partition::new(req.range_lo, req.range_hi).expect("a source's range is a partition");
     let mut buf = Vec::with_capacity(BOOT_BATCH_BYTES + (64 << 10));
     loop {
         buf.clear();
         let done = it.fill(&mut buf, BOOT_BATCH_BYTES)?;
         let mut frames = 0;
+        // The key last checked to lie in the source's range (same-item frames share it).
+        let mut in_range: &[u8] = &[];
         let mut reader = FrameReader::new(&buf);
         while let Some(frame) = reader.next_ref() {
             let frame = frame.map_err(|e| view.corrupt(e.to_string()))?;
@@ -241,6 +245,22 @@ fn iterate_source<S: BootSource + ?Sized, T>(
             // Invariant 6: nothing above the cut.
             if index > cut {
                 return Err(view.corrupt(format!("a version at {index} is above the cut {cut}")));
+            }
+            // Nothing outside the asked range either: a booting view files each item under
+            // its source's range, where reads of another range's item would never find it.
+            if !std::ptr::eq(key, in_range) {
+                match ItemKey::hash_of_encoded(key) {
+                    Some(hash) if range.contains(hash) => in_range = key,
+                    Some(hash) => {
+                        return Err(view.corrupt(format!(
+                            "the version at {index} is of an item whose hash {hash:#x} is \
+                             outside the range [{:#x}, {:#x}) asked for",
+                            range.lo(),
+                            range.hi()
+                        )))
+                    }
+                    None => return Err(view.corrupt(format!("a bad item key at {index}"))),
+                }
             }
             frames += 1;
             let frame = BootFrame {

@@ -96,6 +96,7 @@ impl FrameRef<'_> {
 }
 
 /// Append a version frame. `key` is the core item-key encoding.
+#[inline]
 pub fn encode_version(
     out: &mut Vec<u8>,
     flags: u8,
@@ -104,25 +105,34 @@ pub fn encode_version(
     value: Option<&[u8]>,
 ) {
     debug_assert_eq!(flags & FLAG_VALUE != 0, value.is_some());
-    out.push(TAG_VERSION);
-    out.push(flags);
-    out.extend_from_slice(&index.get().to_le_bytes());
     let key_len = u16::try_from(key.len()).expect("item keys are below 64 KiB");
-    out.extend_from_slice(&key_len.to_le_bytes());
+    let mut head = [0u8; 12];
+    head[0] = TAG_VERSION;
+    head[1] = flags;
+    head[2..10].copy_from_slice(&index.get().to_le_bytes());
+    head[10..12].copy_from_slice(&key_len.to_le_bytes());
+    out.reserve(head.len() + key.len() + value.map_or(0, |v| 4 + v.len()));
+    out.extend_from_slice(&head);
     out.extend_from_slice(key);
     encode_value(out, value);
 }
 
 /// Append a version frame of the same item as the version frame before it in `out`: the
 /// key is left out (`FLAG_SAME_ITEM`), and a decoder takes it from that frame.
+#[inline]
 pub fn encode_same_item_version(out: &mut Vec<u8>, flags: u8, index: Index, value: Option<&[u8]>) {
     debug_assert_eq!(flags & FLAG_VALUE != 0, value.is_some());
-    out.push(TAG_VERSION);
-    out.push(flags | FLAG_SAME_ITEM);
-    out.extend_from_slice(&index.get().to_le_bytes());
+    let mut head = [0u8; 10];
+    head[0] = TAG_VERSION;
+    head[1] = flags | FLAG_SAME_ITEM;
+    head[2..10].copy_from_slice(&index.get().to_le_bytes());
+    out.reserve(head.len() + value.map_or(0, |v| 4 + v.len()));
+    out.extend_from_slice(&head);
     encode_value(out, value);
 }
 
+/// Append a value's length and bytes (room for them already reserved by the callers).
+#[inline]
 fn encode_value(out: &mut Vec<u8>, value: Option<&[u8]>) {
     if let Some(v) = value {
         let len = u32::try_from(v.len()).expect("values are below 4 GiB");

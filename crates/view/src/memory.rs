@@ -223,8 +223,14 @@ impl MemoryView {
                         .corrupt(format!("value at {} is not UTF-8", f.index))
                 })?;
                 let previous = shard.items.insert(f.key.into(), (f.index, json.to_owned()));
-                assert!(previous.is_none(), "latest-only sent an item twice");
-                Ok(())
+                // A source's bug or damage, not this process's: an error, not a panic.
+                match previous {
+                    None => Ok(()),
+                    Some((earlier, _)) => Err(f.source.corrupt(format!(
+                        "a latest-only iteration sent an item twice (at {earlier} and {})",
+                        f.index
+                    ))),
+                }
             },
         )?;
         let mut at = partition.lo();

@@ -46,6 +46,22 @@ pub struct SelectRequest {
     pub lag_records_max: u64,
 }
 
+impl SelectRequest {
+    /// The request for a boot whose view then follows the log from the plan's cut + 1:
+    /// a view must also have applied the record before `first`, the log's first retained
+    /// index, or its cut would leave records no tail can read (it counts as lagging, and a
+    /// larger view that is fresh enough is chosen instead).
+    pub fn followed_from(mut self, first: Index) -> SelectRequest {
+        let floor = first.prev();
+        let needed = Index::new(self.head.get().saturating_sub(self.lag_records_max));
+        if floor > needed {
+            self.head = self.head.max(floor);
+            self.lag_records_max = self.head.get() - floor.get();
+        }
+        self
+    }
+}
+
 /// One source: iterate `view` over `range` (inside the view's partition).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Source {
@@ -203,6 +219,32 @@ mod tests {
 
     fn ids(plan: &Plan) -> Vec<&str> {
         plan.sources.iter().map(|s| s.view.as_str()).collect()
+    }
+
+    #[test]
+    fn a_boot_to_follow_skips_views_behind_the_first_retained_index() {
+        // The small views stalled at 40; the log now starts at 61.
+        let mut catalog = ways("large", 2, 95);
+        catalog.extend(ways("small", 8, 40));
+        let unbounded = SelectRequest {
+            lag_records_max: u64::MAX,
+            ..request(Partition::ALL)
+        };
+        assert_eq!(select(&catalog, &unbounded).unwrap().cut, Index::new(40));
+        let plan = select(&catalog, &unbounded.clone().followed_from(Index::new(61))).unwrap();
+        assert_eq!(ids(&plan), ["large0", "large1"]);
+        assert_eq!(plan.cut, Index::new(95));
+        // A view at exactly the record before the first retained one can be followed.
+        let plan = select(&catalog, &unbounded.clone().followed_from(Index::new(41))).unwrap();
+        assert_eq!(plan.cut, Index::new(40));
+        // Nothing fresh enough: refused, naming the lag, not a plan with a gap.
+        let err = select(&catalog, &unbounded.clone().followed_from(Index::new(97))).unwrap_err();
+        assert!(err.to_string().contains("needs 96"), "{err}");
+        // A tighter bound of its own is kept.
+        let tight = request(Partition::ALL).followed_from(Index::new(2));
+        assert_eq!(tight, request(Partition::ALL));
+        // An empty log (first 1) asks for nothing.
+        assert_eq!(unbounded.clone().followed_from(Index::FIRST), unbounded);
     }
 
     #[test]
