@@ -243,6 +243,7 @@ mod tests {
             ItemKey::node("users/1").unwrap(),
             ItemKey::edge("a", "knows", "b").unwrap(),
             ItemKey::node("ünïcødé").unwrap(),
+            ItemKey::node("a\0b").unwrap(),
         ] {
             let bytes = key.to_bytes();
             assert_eq!(bytes.len(), key.encoded_len());

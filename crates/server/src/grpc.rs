@@ -399,8 +399,9 @@ pub fn iter_request(
 
 /// The status of an iteration refused at its start: a bad request is the client's
 /// (`INVALID_ARGUMENT`), the carousel's bound on filter groups a full server's
-/// (`RESOURCE_EXHAUSTED`), anything else the server's own fault (`INTERNAL`, logged whole,
-/// answered with the data directory hidden) — never the client's mistake.
+/// (`RESOURCE_EXHAUSTED`), a failed shared scan worth boarding again `UNAVAILABLE`, anything
+/// else the server's own fault (`INTERNAL`) — never the client's mistake. The last two are
+/// logged whole and answered with the data directory hidden.
 fn refused_iteration(e: IterError) -> Status {
     match e {
         IterError::CarouselGroupsFull { .. } => {
@@ -413,9 +414,13 @@ fn refused_iteration(e: IterError) -> Status {
         | IterError::CutAboveApplied { .. }
         | IterError::BadProjection { .. }
         | IterError::ProjectionWithKeysOnly => Status::invalid_argument(e.to_string()),
+        // The shared scan failed: boarding again (or a dedicated iterator) may work.
+        IterError::CarouselFailed { .. } => {
+            tracing::warn!("an iteration could not start: {e}");
+            Status::unavailable(crate::redact::paths(&e.to_string()))
+        }
         IterError::UnknownSource { .. }
         | IterError::CarouselConfig { .. }
-        | IterError::CarouselFailed { .. }
         | IterError::Remote { .. }
         | IterError::View(_) => {
             let message = e.to_string();
@@ -717,6 +722,30 @@ fn proto_record(r: Record) -> proto::Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_iteration_says_whose_fault_it_is() {
+        let bad = IterError::NoKinds;
+        assert_eq!(refused_iteration(bad).code(), tonic::Code::InvalidArgument);
+        let full = IterError::CarouselGroupsFull { groups: 16 };
+        let status = refused_iteration(full);
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert!(
+            status.message().contains("carousel_groups_max"),
+            "{status:?}"
+        );
+        let scan = IterError::CarouselFailed {
+            reason: "disk error".into(),
+        };
+        assert_eq!(refused_iteration(scan).code(), tonic::Code::Unavailable);
+        let corrupt = IterError::View(spindle_view::ViewError::Corrupt {
+            dir: "/srv/secret-place/disk-0".into(),
+            what: "bad key".into(),
+        });
+        let status = refused_iteration(corrupt);
+        assert_eq!(status.code(), tonic::Code::Internal);
+        assert!(!status.message().contains("secret-place"), "{status:?}");
+    }
 
     /// Transactions of the given sizes, each record carrying `value_bytes` of value.
     fn records(txns: &[usize], value_bytes: usize) -> Vec<proto::Record> {

@@ -751,6 +751,12 @@ fn read_params(
 }
 
 fn item_key(p: &ReadParams) -> ApiResult<ItemKey> {
+    if p.node.is_some() && p.label.is_some() {
+        // Not the node, silently: a client that meant an edge would read the wrong item.
+        return Err(ApiError::bad(
+            "label names an edge (with from and to); a node is named by node alone",
+        ));
+    }
     p.key.clone().ok_or_else(|| {
         ApiError::bad("name the item: ?node=ID, or ?from=ID&label=L&to=ID for an edge")
     })

@@ -447,6 +447,14 @@ pub struct BootState {
     pub error: Option<String>,
 }
 
+impl BootState {
+    /// A boot that runs again: its plan no longer holds until the next one is chosen.
+    pub fn forget_plan(&mut self) {
+        self.cut = None;
+        self.sources.clear();
+    }
+}
+
 /// The last decision of the truncation worker.
 #[derive(Clone, Debug, Default)]
 pub struct TruncationState {
@@ -460,8 +468,21 @@ pub struct TruncationState {
 /// there do not cover the hash space.
 pub const REMOTE_SELECT_RETRY_MS: u64 = 250;
 
-/// Boots of one new Disk View a server tries when the log is truncated past each cut.
+/// Boots of one view (a new Disk View, an api server's Memory or Index View) a server tries
+/// in a row when the log is truncated past each cut.
 pub const DISK_BOOT_ATTEMPTS_MAX: u32 = 3;
+
+/// Reads of the log's first index after a boot before it counts as unknown (each
+/// `REMOTE_SELECT_RETRY_MS` apart: about 10 s of a log that cannot be reached).
+pub const FIRST_INDEX_READS_MAX: u32 = 40;
+
+/// The error of a boot that could not be followed `attempts` times in a row.
+fn boot_gave_up(why: &str, attempts: u32) -> String {
+    format!(
+        "{why}, after {attempts} boots in a row: the truncation coordinator does not keep \
+         this server's hold, or the log cannot be read"
+    )
+}
 
 /// Empty the directory of a Disk View that holds nothing it may claim (`disk_is_new`) or
 /// can never catch up (`behind_log`), so a boot starts clean: a fill left by an earlier
@@ -1189,30 +1210,45 @@ impl Node {
             rt.shutdown_background();
             if result.is_ok() {
                 attempts += 1;
-                // Unknown counts as purged: booting again is safe, following a gap is not.
-                let first = self
-                    .log
-                    .refresh_first_index()
-                    .unwrap_or(Index::new(u64::MAX));
-                if plan.cut.next() < first {
+                if let Err(why) = self.followable_after_boot(plan.cut) {
                     if attempts >= DISK_BOOT_ATTEMPTS_MAX {
-                        return Some(Err(format!(
-                            "the log was truncated past the boot's cut {} (it starts at \
-                             {first}) {attempts} times; the truncation coordinator does not \
-                             keep this server's hold",
-                            plan.cut
-                        )));
+                        return Some(Err(boot_gave_up(&why, attempts)));
                     }
-                    tracing::warn!(
-                        "the log was truncated past the boot's cut {} meanwhile (it starts at \
-                         {first}); booting again",
-                        plan.cut
-                    );
+                    tracing::warn!("{why}; booting again");
+                    self.boots.lock()[at].forget_plan();
                     continue;
                 }
             }
             return Some(result);
         }
+    }
+
+    /// After a boot to `cut`: whether the view can follow the log from `cut + 1`. Not if
+    /// the log was purged past the cut meanwhile (a truncation coordinator that had not yet
+    /// read the hold), nor if the log's first index cannot be read for a while (about
+    /// `FIRST_INDEX_READS_MAX` × `REMOTE_SELECT_RETRY_MS`): unknown counts as purged, since
+    /// booting again is safe and following a gap is not. `Err` says which.
+    fn followable_after_boot(&self, cut: Index) -> Result<(), String> {
+        let mut error = String::new();
+        for _ in 0..FIRST_INDEX_READS_MAX {
+            // Asked of the servers: a reader's cached first index can lag a purge.
+            match self.log.refresh_first_index() {
+                Ok(first) if cut.next() >= first => return Ok(()),
+                Ok(first) => {
+                    return Err(format!(
+                        "the log was truncated past the boot's cut {cut} (it starts at {first})"
+                    ))
+                }
+                Err(e) => error = e,
+            }
+            if *self.stop.borrow() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(REMOTE_SELECT_RETRY_MS));
+        }
+        Err(format!(
+            "the log's first index could not be read after the boot to cut {cut}: {error}"
+        ))
     }
 
     /// Wait (while the node runs) for a plan over the catalog's remote Disk Views whose cut
@@ -1434,26 +1470,12 @@ impl Node {
             }
             // The coordinator may have passed the cut before it saw the hold: the records
             // after the cut must still be in the log, or the view could never catch up.
-            // Unknown counts as purged: booting again is safe, following a gap is not.
-            let first = self
-                .log
-                .refresh_first_index()
-                .unwrap_or(Index::new(u64::MAX));
-            if plan.cut.next() < first {
+            if let Err(why) = self.followable_after_boot(plan.cut) {
                 if attempts >= DISK_BOOT_ATTEMPTS_MAX {
-                    return Some(Err(format!(
-                        "the log was truncated past the boot's cut {} (it starts at {first}) \
-                         {attempts} times; the truncation coordinator does not keep this \
-                         server's hold",
-                        plan.cut
-                    )));
+                    return Some(Err(boot_gave_up(&why, attempts)));
                 }
-                tracing::warn!(
-                    "{}: the log was truncated past the boot's cut {} meanwhile (it starts \
-                     at {first}); booting again",
-                    entry.id,
-                    plan.cut
-                );
+                tracing::warn!("{}: {why}; booting again", entry.id);
+                self.boots.lock()[at].forget_plan();
                 continue;
             }
             return Some(

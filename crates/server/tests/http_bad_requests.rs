@@ -60,6 +60,8 @@ fn bad_requests_are_refused_with_json_errors_and_change_nothing() {
             ("/v1/item?node=a&as_of=x", StatusCode::BAD_REQUEST),
             ("/v1/item?node=a&nonsense=1", StatusCode::BAD_REQUEST),
             ("/v1/item?from=a&label=l", StatusCode::BAD_REQUEST),
+            ("/v1/item?node=a&label=l", StatusCode::BAD_REQUEST),
+            ("/v1/history?node=a&label=l", StatusCode::BAD_REQUEST),
             ("/v1/item?node=a&timeout_ms=99999999", StatusCode::BAD_REQUEST),
             ("/v1/item?node=never", StatusCode::NOT_FOUND),
             ("/v1/item?node=a&min_index=999&timeout_ms=10", StatusCode::GATEWAY_TIMEOUT),

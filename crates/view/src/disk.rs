@@ -650,7 +650,9 @@ impl DiskView {
 
     /// A page of `key`'s history: at most `limit` versions above index `after`, oldest
     /// first, and whether more follow. Reads at most `limit + 1` versions from disk, so
-    /// the memory of a page does not grow with the item's history.
+    /// the memory of a page does not grow with the item's history, and its values come
+    /// to at most `PAGE_VALUE_BYTES_MAX` bytes (the page ends early, with more to follow,
+    /// where the next would pass it; it always holds one version).
     pub fn history_page(
         &self,
         key: &ItemKey,
@@ -658,10 +660,22 @@ impl DiskView {
         limit: usize,
         freshness: Freshness,
     ) -> Result<Page<Version>, ViewError> {
+        self.history_page_sized(key, after, limit, PAGE_VALUE_BYTES_MAX, freshness)
+    }
+
+    /// `history_page` whose values come to at most `bytes_max` bytes.
+    pub fn history_page_sized(
+        &self,
+        key: &ItemKey,
+        after: Index,
+        limit: usize,
+        bytes_max: usize,
+        freshness: Freshness,
+    ) -> Result<Page<Version>, ViewError> {
         self.check_key(key)?;
         self.await_freshness(freshness)?;
         let prefix = keys::item_prefix(key);
-        let mut page = Page::new(limit);
+        let mut page = Page::new(limit, bytes_max);
         if after == Index::MAX {
             return Ok(page);
         }
@@ -671,7 +685,8 @@ impl DiskView {
             if k.len() != prefix.len() + keys::INDEX_BYTES {
                 return Ok(true);
             }
-            page.offer(|| self.decode_version(k, v))
+            // The stored value less its tag byte: the JSON's length (a tombstone's, 0).
+            page.offer(v.len().saturating_sub(1), || self.decode_version(k, v))
         })?;
         Ok(page)
     }
@@ -683,9 +698,11 @@ impl DiskView {
     /// are left out. Holds at most `limit + 1` edges in memory however many the node has.
     /// Once it has read `EDGE_SCAN_VERSIONS_MAX` versions it stops at the next edge
     /// boundary (an edge's versions are read whole, so an edge with more versions than that
-    /// makes one page read them all), so a page may hold fewer than `limit` edges (none,
-    /// even, if the node's edges there are all deleted) and still say where to go on. The
-    /// next page seeks past the cursor's edge without reading its versions again.
+    /// makes one page read them all, though it decodes only the newest), so a page may
+    /// hold fewer than `limit` edges (none, even, if the node's edges there are all
+    /// deleted) and still say where to go on. Its values come to at most
+    /// `PAGE_VALUE_BYTES_MAX` bytes, as a history page's. The next page seeks past the
+    /// cursor's edge without reading its versions again.
     pub fn out_edges_page(
         &self,
         from: &str,
@@ -693,18 +710,29 @@ impl DiskView {
         limit: usize,
         freshness: Freshness,
     ) -> Result<EdgesPage, ViewError> {
-        self.out_edges_page_scanning(from, filter, limit, EDGE_SCAN_VERSIONS_MAX, freshness)
+        let bounds = PageBounds {
+            limit,
+            scan_max: EDGE_SCAN_VERSIONS_MAX,
+            bytes_max: PAGE_VALUE_BYTES_MAX,
+        };
+        self.out_edges_page_bounded(from, filter, bounds, freshness)
     }
 
-    /// `out_edges_page` reading at most `scan_max` versions (at least one whole edge's).
-    pub fn out_edges_page_scanning(
+    /// `out_edges_page` within `bounds`: at most `limit` edges, reading at most `scan_max`
+    /// versions (at least one whole edge's), values of at most `bytes_max` bytes (at least
+    /// one edge's).
+    pub fn out_edges_page_bounded(
         &self,
         from: &str,
         filter: EdgeFilter<'_>,
-        limit: usize,
-        scan_max: usize,
+        bounds: PageBounds,
         freshness: Freshness,
     ) -> Result<EdgesPage, ViewError> {
+        let PageBounds {
+            limit,
+            scan_max,
+            bytes_max,
+        } = bounds;
         let node = ItemKey::node(from)?;
         self.check_key(&node)?;
         let applied = self.await_freshness(freshness)?;
@@ -733,21 +761,35 @@ impl DiskView {
             }
             _ => prefix.clone(),
         };
-        let mut page = Page::new(limit);
-        // The item being read and its newest version at or below `at`.
-        let mut current: Option<(Vec<u8>, Option<Version>)> = None;
+        let mut page = Page::new(limit, bytes_max);
+        // The edge being read (its item prefix), and its newest version at or below `at`:
+        // the index, and the stored bytes in a buffer reused from edge to edge (only the
+        // edge's newest version is decoded).
+        let mut current: Option<Vec<u8>> = None;
+        let mut newest: Option<Index> = None;
+        let mut newest_value: Vec<u8> = Vec::new();
         let decode = |item_prefix: &[u8]| {
             keys::decode_item(item_prefix)
                 .ok_or_else(|| self.corrupt(format!("bad key {item_prefix:?}")))
         };
-        let finish = |cur: Option<(Vec<u8>, Option<Version>)>,
+        // Offer the edge just read to the page, unless it was deleted (or did not exist)
+        // as of `at`; `false` once the page is full.
+        let finish = |item_prefix: &[u8],
+                      newest: Option<Index>,
+                      stored: &[u8],
                       page: &mut Page<(ItemKey, Version)>|
          -> Result<bool, ViewError> {
-            match cur {
-                Some((item_prefix, Some(v))) if !v.value.is_tombstone() => {
-                    page.offer(|| Ok((decode(&item_prefix)?, v)))
-                }
-                _ => Ok(true),
+            let Some(index) = newest else {
+                return Ok(true);
+            };
+            match keys::split_value(stored) {
+                Some(None) => Ok(true),
+                Some(Some(json)) => page.offer(json.len(), || {
+                    let value = Value::json_bytes(json)
+                        .map_err(|e| self.corrupt(format!("bad value at {index}: {e}")))?;
+                    Ok((decode(item_prefix)?, Version { index, value }))
+                }),
+                None => Err(self.corrupt(format!("bad value tag at {index}"))),
             }
         };
         // Versions read; past `scan_max`, the page ends at the next edge boundary.
@@ -762,33 +804,32 @@ impl DiskView {
                 // Only a version at the largest index can sort past the seek.
                 return Ok(true);
             }
-            if current
-                .as_ref()
-                .is_none_or(|(p, _)| p.as_slice() != parts.prefix)
-            {
-                let done = current.take();
-                let done_prefix = done.as_ref().map(|(p, _)| p.clone());
-                if !finish(done, &mut page)? {
-                    full = true;
-                    return Ok(false);
-                }
-                if scanned >= scan_max {
-                    if let Some(p) = done_prefix {
-                        stopped_after = Some(p);
+            if current.as_deref() != Some(parts.prefix) {
+                if let Some(done) = current.take() {
+                    if !finish(&done, newest, &newest_value, &mut page)? {
+                        full = true;
+                        return Ok(false);
+                    }
+                    if scanned >= scan_max {
+                        stopped_after = Some(done);
                         return Ok(false);
                     }
                 }
-                current = Some((parts.prefix.to_vec(), None));
+                current = Some(parts.prefix.to_vec());
+                newest = None;
             }
             scanned += 1;
             if parts.index <= at {
-                let version = self.decode_version(k, v)?;
-                current.as_mut().expect("set above").1 = Some(version);
+                newest = Some(parts.index);
+                newest_value.clear();
+                newest_value.extend_from_slice(v);
             }
             Ok(true)
         })?;
         if !full && stopped_after.is_none() {
-            finish(current.take(), &mut page)?;
+            if let Some(done) = current.take() {
+                finish(&done, newest, &newest_value, &mut page)?;
+            }
         }
         let next = if page.more {
             page.entries.last().map(|(key, _)| key.clone())
@@ -923,6 +964,11 @@ pub struct EdgesPage {
 /// `next` through pages that may hold fewer edges than asked for.
 pub const EDGE_SCAN_VERSIONS_MAX: usize = 100_000;
 
+/// Value bytes a history or out-edges page holds at most (past its first entry), so one
+/// small request cannot make the node copy and encode gigabytes (values are up to 1 MiB
+/// each, pages up to 10,000 entries). The multiget's bound is the same.
+pub const PAGE_VALUE_BYTES_MAX: usize = 64 << 20;
+
 /// Which out-edges a page holds: as of `at` (default: the applied index), one label only,
 /// and only past the edge (label, to) a previous page ended on.
 #[derive(Clone, Copy, Debug, Default)]
@@ -938,27 +984,50 @@ pub struct Page<T> {
     pub entries: Vec<T>,
     pub more: bool,
     limit: usize,
+    /// Value bytes taken, and the most the page may take (past its first entry).
+    bytes: usize,
+    bytes_max: usize,
 }
 
 impl<T> Page<T> {
-    fn new(limit: usize) -> Self {
+    fn new(limit: usize, bytes_max: usize) -> Self {
         Page {
             entries: Vec::with_capacity(limit.min(1024)),
             more: false,
             limit,
+            bytes: 0,
+            bytes_max,
         }
     }
 
-    /// Take one more entry (built only if there is room); `false` once the page is full
-    /// and another entry was seen, so the caller stops reading.
-    fn offer(&mut self, entry: impl FnOnce() -> Result<T, ViewError>) -> Result<bool, ViewError> {
-        if self.entries.len() == self.limit {
+    /// Take one more entry of `bytes` value bytes (built only if there is room); `false`
+    /// once the page is full — `limit` entries, or the entry would take its values past
+    /// `bytes_max` — and another entry was seen, so the caller stops reading.
+    fn offer(
+        &mut self,
+        bytes: usize,
+        entry: impl FnOnce() -> Result<T, ViewError>,
+    ) -> Result<bool, ViewError> {
+        let over = self.bytes.saturating_add(bytes) > self.bytes_max;
+        if self.entries.len() == self.limit || (over && !self.entries.is_empty()) {
             self.more = true;
             return Ok(false);
         }
         self.entries.push(entry()?);
+        self.bytes = self.bytes.saturating_add(bytes);
         Ok(true)
     }
+}
+
+/// The bounds of one out-edges page (`DiskView::out_edges_page_bounded`).
+#[derive(Clone, Copy, Debug)]
+pub struct PageBounds {
+    /// Edges at most.
+    pub limit: usize,
+    /// Versions read at most (past it, the page ends at the next edge boundary).
+    pub scan_max: usize,
+    /// Value bytes at most (past its first edge).
+    pub bytes_max: usize,
 }
 
 impl crate::follow::Applier for DiskView {

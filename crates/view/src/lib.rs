@@ -31,7 +31,8 @@ pub use carousel::{
 };
 pub use checksum::{AppliedChecksum, Checkpoint, Checksum};
 pub use disk::{
-    DiskOptions, DiskView, EdgeFilter, EdgesPage, Freshness, Page, Version, EDGE_SCAN_VERSIONS_MAX,
+    DiskOptions, DiskView, EdgeFilter, EdgesPage, Freshness, Page, PageBounds, Version,
+    EDGE_SCAN_VERSIONS_MAX, PAGE_VALUE_BYTES_MAX,
 };
 pub use disk_verify::VerifyReport;
 pub use error::{IterError, SelectError, SkipReason, ViewError};

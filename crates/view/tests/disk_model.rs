@@ -10,7 +10,10 @@ use std::collections::BTreeMap;
 use common::*;
 use proptest::prelude::*;
 use spindle_core::{Index, ItemKey, Partition, Transaction, Value};
-use spindle_view::{follow, DiskView, EdgeFilter, Freshness, Version, ViewError};
+use spindle_view::{
+    follow, DiskView, EdgeFilter, Freshness, PageBounds, Version, ViewError,
+    EDGE_SCAN_VERSIONS_MAX, PAGE_VALUE_BYTES_MAX,
+};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -65,18 +68,44 @@ fn edges_at(written: &Written, id: &str, at: Index) -> BTreeMap<ItemKey, Version
     edges
 }
 
-/// Every version of `key` read page by page, `limit` at a time.
-fn walk_history(view: &DiskView, key: &ItemKey, limit: usize) -> Vec<Version> {
+/// The JSON bytes of a page's values.
+fn value_bytes<'a>(versions: impl Iterator<Item = &'a Version>) -> usize {
+    versions
+        .map(|v| v.value.as_json().map_or(0, str::len))
+        .sum()
+}
+
+/// Every version of `key` read page by page, `limit` at a time, each page's values within
+/// `bytes_max` (`None`: the default bound).
+fn walk_history(
+    view: &DiskView,
+    key: &ItemKey,
+    limit: usize,
+    bytes_max: Option<usize>,
+) -> Vec<Version> {
     let mut out: Vec<Version> = Vec::new();
     loop {
         let after = out.last().map_or(Index::ZERO, |v| v.index);
-        let page = view
-            .history_page(key, after, limit, Freshness::Any)
-            .unwrap();
+        let page = match bytes_max {
+            None => view.history_page(key, after, limit, Freshness::Any),
+            Some(b) => view.history_page_sized(key, after, limit, b, Freshness::Any),
+        }
+        .unwrap();
         assert!(page.entries.len() <= limit);
+        if bytes_max.is_none() {
+            assert!(
+                !page.more || page.entries.len() == limit,
+                "a short page says more"
+            );
+        }
+        let bytes_max = bytes_max.unwrap_or(PAGE_VALUE_BYTES_MAX);
         assert!(
-            !page.more || page.entries.len() == limit,
-            "a short page says more"
+            page.entries.len() <= 1 || value_bytes(page.entries.iter()) <= bytes_max,
+            "a page's values stay within {bytes_max} bytes"
+        );
+        assert!(
+            !page.more || page.entries.len() == limit || !page.entries.is_empty(),
+            "a short page that says more holds what fitted"
         );
         if let Some(first) = page.entries.first() {
             assert!(first.index > after, "a page starts past its cursor");
@@ -89,14 +118,15 @@ fn walk_history(view: &DiskView, key: &ItemKey, limit: usize) -> Vec<Version> {
 }
 
 /// The out-edges of `id` as of `at` (one label, if given) read page by page, each page
-/// reading at most `scan_max` versions (`None`: the default bound).
+/// reading at most `scan_max` versions and holding at most `bytes_max` bytes of values
+/// (`None`: the default bounds).
 fn walk_edges(
     view: &DiskView,
     id: &str,
     at: Index,
     label: Option<&str>,
     limit: usize,
-    scan_max: Option<usize>,
+    (scan_max, bytes_max): (Option<usize>, Option<usize>),
 ) -> Vec<(ItemKey, Version)> {
     let mut out: Vec<(ItemKey, Version)> = Vec::new();
     let mut cursor: Option<(String, String)> = None;
@@ -110,11 +140,23 @@ fn walk_edges(
             label,
             after,
         };
-        let page = match scan_max {
-            None => view.out_edges_page(id, filter, limit, Freshness::Any),
-            Some(n) => view.out_edges_page_scanning(id, filter, limit, n, Freshness::Any),
+        let page = match (scan_max, bytes_max) {
+            (None, None) => view.out_edges_page(id, filter, limit, Freshness::Any),
+            _ => {
+                let bounds = PageBounds {
+                    limit,
+                    scan_max: scan_max.unwrap_or(EDGE_SCAN_VERSIONS_MAX),
+                    bytes_max: bytes_max.unwrap_or(PAGE_VALUE_BYTES_MAX),
+                };
+                view.out_edges_page_bounded(id, filter, bounds, Freshness::Any)
+            }
         }
         .unwrap();
+        let bytes = value_bytes(page.edges.iter().map(|(_, v)| v));
+        assert!(
+            page.edges.len() <= 1 || bytes <= bytes_max.unwrap_or(PAGE_VALUE_BYTES_MAX),
+            "a page's values stay within its bound"
+        );
         let labels_to: Vec<(String, String)> = page
             .edges
             .iter()
@@ -133,7 +175,7 @@ fn walk_edges(
             assert!(next > c, "a page moves its cursor on");
         }
         assert!(page.edges.len() <= limit);
-        if scan_max.is_none() {
+        if scan_max.is_none() && bytes_max.is_none() {
             assert!(
                 page.next.is_none() || page.edges.len() == limit,
                 "a short page says more"
@@ -163,9 +205,16 @@ fn check(view: &DiskView, written: &Written) {
         assert_eq!(view.history(&key, any).unwrap(), want, "history of {key}");
         for limit in [1, 2, 5] {
             assert_eq!(
-                walk_history(view, &key, limit),
+                walk_history(view, &key, limit, None),
                 want,
                 "history of {key} by {limit}"
+            );
+        }
+        for bytes_max in [0, 12, 30] {
+            assert_eq!(
+                walk_history(view, &key, 5, Some(bytes_max)),
+                want,
+                "history of {key} by {bytes_max} bytes"
             );
         }
         assert_eq!(
@@ -189,11 +238,18 @@ fn check(view: &DiskView, written: &Written) {
             for at in [Index::new(applied.get() / 2), applied] {
                 let want: Vec<_> = edges_at(written, id, at).into_iter().collect();
                 for limit in [1, 2, 7] {
-                    let got = walk_edges(view, id, at, None, limit, None);
+                    let got = walk_edges(view, id, at, None, limit, (None, None));
                     assert_eq!(got, want, "out-edges of {key} as of {at} by {limit}");
                 }
+                for bytes_max in [0, 12, 30] {
+                    let got = walk_edges(view, id, at, None, 7, (None, Some(bytes_max)));
+                    assert_eq!(
+                        got, want,
+                        "out-edges of {key} as of {at} by {bytes_max} bytes"
+                    );
+                }
                 for (limit, scan_max) in [(1, 1), (3, 1), (2, 2), (7, 3)] {
-                    let got = walk_edges(view, id, at, None, limit, Some(scan_max));
+                    let got = walk_edges(view, id, at, None, limit, (Some(scan_max), None));
                     assert_eq!(
                         got, want,
                         "out-edges of {key} as of {at} by {limit}, {scan_max} versions a page"
@@ -213,7 +269,7 @@ fn check(view: &DiskView, written: &Written) {
                         .filter(|(k, _)| matches!(k, ItemKey::Edge { label: l, .. } if l == label))
                         .cloned()
                         .collect();
-                    let got = walk_edges(view, id, at, Some(label), 2, Some(2));
+                    let got = walk_edges(view, id, at, Some(label), 2, (Some(2), Some(12)));
                     assert_eq!(got, want_label, "{key}'s {label:?} edges as of {at}");
                 }
             }
@@ -322,14 +378,26 @@ fn a_page_of_mostly_deleted_edges_stops_at_its_scan_bound() {
 
     // Bounded at 10 versions, the first page reads 5 deleted edges whole and stops after
     // the fifth, with nothing to show and a cursor.
+    let bounds = PageBounds {
+        limit: 100,
+        scan_max: 10,
+        bytes_max: PAGE_VALUE_BYTES_MAX,
+    };
     let page = view
-        .out_edges_page_scanning("hub", all, 100, 10, Freshness::Any)
+        .out_edges_page_bounded("hub", all, bounds, Freshness::Any)
         .unwrap();
     assert!(page.edges.is_empty(), "{page:?}");
     assert_eq!(page.next, Some(("knows".to_owned(), "n004".to_owned())));
 
     // Following the cursors reaches the live edge, and then the end.
-    let got = walk_edges(&view, "hub", view.applied_index(), None, 100, Some(10));
+    let got = walk_edges(
+        &view,
+        "hub",
+        view.applied_index(),
+        None,
+        100,
+        (Some(10), None),
+    );
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].0, edge(999));
 

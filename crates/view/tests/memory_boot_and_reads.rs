@@ -109,7 +109,8 @@ fn boot(versions: Vec<(ItemKey, u64)>, cut: u64) -> Result<MemoryView, IterError
     )
 }
 
-fn refused(result: Result<MemoryView, IterError>, why: &str) {
+/// The boot failed, naming the source, for the reason `says`.
+fn refused(result: Result<MemoryView, IterError>, why: &str, says: &str) {
     match result {
         Ok(_) => panic!("booted, but the source {why}"),
         Err(e) => {
@@ -118,6 +119,7 @@ fn refused(result: Result<MemoryView, IterError>, why: &str) {
                 text.contains("scripted"),
                 "the error names the source: {text}"
             );
+            assert!(text.contains(says), "{why}: {text}");
         }
     }
 }
@@ -139,6 +141,7 @@ fn a_version_above_the_cut_fails_the_boot() {
     refused(
         boot(vec![(mine[0].clone(), 3), (mine[1].clone(), 6)], 5),
         "sent a version above the cut",
+        "above the cut 5",
     );
 }
 
@@ -149,6 +152,7 @@ fn an_item_outside_the_asked_range_fails_the_boot() {
     refused(
         boot(vec![(mine[0].clone(), 3), (theirs[0].clone(), 4)], 5),
         "sent an item of another range",
+        "outside the range",
     );
 }
 
@@ -158,6 +162,7 @@ fn an_item_sent_twice_to_a_latest_only_boot_fails_it_without_a_panic() {
     refused(
         boot(vec![(mine[0].clone(), 3), (mine[0].clone(), 4)], 5),
         "sent one item twice",
+        "sent an item twice",
     );
 }
 

@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use rocksdb::{DBRawIteratorWithThreadMode, DB};
-use spindle_core::{partition_hash, Index, ItemKind, Partition};
+use spindle_core::{Index, ItemKey, ItemKind, Partition};
 
 use crate::disk::DiskView;
 use crate::error::IterError;
@@ -432,13 +432,6 @@ pub(crate) fn chunk_use(meta: &ChunkMeta, range: Partition, cut: Index) -> Chunk
     }
 }
 
-/// The partition hash of a frame's item (the hash of its first field: a node's id, an
-/// edge's `from`), read from the core key encoding.
-fn frame_hash(core_key: &[u8]) -> Option<u32> {
-    let len = u16::from_le_bytes([*core_key.get(1)?, *core_key.get(2)?]) as usize;
-    Some(partition_hash(core_key.get(3..3 + len)?))
-}
-
 /// The frames of `chunk` whose item is in `range` and whose index is at most `cut`, and
 /// how many there are.
 pub(crate) fn trim(
@@ -462,7 +455,7 @@ pub(crate) fn trim(
         else {
             unreachable!("shared chunks hold version frames only")
         };
-        let hash = frame_hash(key).ok_or(FrameError {
+        let hash = ItemKey::hash_of_encoded(key).ok_or(FrameError {
             offset: start,
             reason: "bad item key",
         })?;
@@ -558,17 +551,6 @@ mod tests {
             !want.is_empty() && want.len() < 15,
             "the test must trim by range"
         );
-    }
-
-    #[test]
-    fn frame_hash_is_the_partition_key_hash() {
-        for k in [
-            ItemKey::node("a\0b").unwrap(),
-            ItemKey::edge("x", "l", "y").unwrap(),
-        ] {
-            assert_eq!(frame_hash(&k.to_bytes()), Some(k.hash()));
-        }
-        assert_eq!(frame_hash(&[0, 5, 0, b'a']), None);
     }
 
     #[test]
