@@ -20,7 +20,11 @@ fn write(index: u64, commit: bool, id: &str, tag: &str) -> Record {
 /// Transaction `t` (from 0) sets `a` and `b`; it ends at index 2t + 2, and gives "x" to
 /// `a` when `t` is even, to `b` when odd.
 fn swap(t: u64) -> [Record; 2] {
-    let (a, b) = if t % 2 == 0 { ("x", "y") } else { ("y", "x") };
+    let (a, b) = if t.is_multiple_of(2) {
+        ("x", "y")
+    } else {
+        ("y", "x")
+    };
     [
         write(2 * t + 1, false, "a", a),
         write(2 * t + 2, true, "b", b),
@@ -42,7 +46,7 @@ fn a_lookup_never_sees_half_a_swap() {
                 assert!(!more);
                 assert_eq!(applied.get() % 2, 0, "applied {applied}: mid-transaction");
                 let t = applied.get() / 2 - 1;
-                let holder = if t % 2 == 0 { "a" } else { "b" };
+                let holder = if t.is_multiple_of(2) { "a" } else { "b" };
                 assert_eq!(ids, [holder], "at {applied}");
                 lookups += 1;
                 if finished {
