@@ -48,30 +48,16 @@ fn start(
     )
 }
 
-/// `client`'s status once `want` holds (two minutes at most: a liveness bound, not a
-/// performance one).
+/// `client`'s status once `want` holds (`js_serve::status_until`).
 fn status_until(
     rt: &tokio::runtime::Runtime,
     client: &HttpClient,
     what: &str,
     want: impl Fn(&Value) -> bool,
 ) -> Value {
-    let started = Instant::now();
-    loop {
-        let (_, status) = rt
-            .block_on(client.json(Method::GET, "/v1/status", None))
-            .unwrap();
-        if want(&status) {
-            return status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{what}: boots {} cluster {}",
-            status["boots"],
-            status["cluster"]
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    js_serve::status_until(rt, client, what, want, |s| {
+        format!("boots {} cluster {}", s["boots"], s["cluster"])
+    })
 }
 
 fn boot_of<'a>(status: &'a Value, view: &str) -> &'a Value {

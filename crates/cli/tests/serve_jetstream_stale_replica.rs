@@ -16,7 +16,6 @@ mod nats_cluster;
 use js_serve::Server;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -47,30 +46,19 @@ fn start(
     )
 }
 
-/// `client`'s status once `want` holds (two minutes at most: a liveness bound).
+/// `client`'s status once `want` holds (`js_serve::status_until`).
 fn status_until(
     rt: &tokio::runtime::Runtime,
     client: &HttpClient,
     what: &str,
     want: impl Fn(&Value) -> bool,
 ) -> Value {
-    let started = Instant::now();
-    loop {
-        let (_, status) = rt
-            .block_on(client.json(Method::GET, "/v1/status", None))
-            .unwrap();
-        if want(&status) {
-            return status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{what}: boots {} views {} truncation {}",
-            status["boots"],
-            status["views"],
-            status["truncation"]
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    js_serve::status_until(rt, client, what, want, |s| {
+        format!(
+            "boots {} views {} truncation {}",
+            s["boots"], s["views"], s["truncation"]
+        )
+    })
 }
 
 fn memory_boot(status: &Value) -> &Value {

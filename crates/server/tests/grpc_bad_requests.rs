@@ -7,7 +7,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use spindle_core::{ItemKey, Transaction, Value};
 use spindle_server::client::{grpc_connect, iterate, GrpcClient};
@@ -58,7 +57,6 @@ fn bad_iterate_requests_are_refused_with_their_code_and_hold_no_seat() {
         c.memory_view = false;
         c.iterate_streams_max = 1;
     });
-    let node = server.node.clone();
     let grpc = server.bound.grpc.to_string();
     server.rt.block_on(async {
         // 20 nodes, each written 3 times (one transaction per round).
@@ -70,18 +68,7 @@ fn bad_iterate_requests_are_refused_with_their_code_and_hold_no_seat() {
                 })
             })
             .collect();
-        for r in node.log.append_many(&txns).await {
-            r.unwrap();
-        }
-        let durable = node.log.durable_index();
-        node.disks
-            .iter()
-            .next()
-            .unwrap()
-            .view
-            .wait_applied_async(durable, Duration::from_secs(30))
-            .await
-            .unwrap();
+        let durable = server.append_and_apply(&txns).await;
         let mut client = grpc_connect(&grpc, None).await.unwrap();
         let good = IterateRequest {
             view: "disk-0".into(),

@@ -28,18 +28,7 @@ fn a_disconnected_rider_is_freed() {
                 })
             })
             .collect();
-        for r in node.log.append_many(&txns).await {
-            r.unwrap();
-        }
-        let durable = node.log.durable_index();
-        node.disks
-            .iter()
-            .next()
-            .unwrap()
-            .view
-            .wait_applied_async(durable, std::time::Duration::from_secs(30))
-            .await
-            .unwrap();
+        server.append_and_apply(&txns).await;
         let mut client = grpc_connect(&grpc, None).await.unwrap();
         let mut stream = iterate(
             &mut client,

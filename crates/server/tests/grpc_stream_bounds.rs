@@ -112,25 +112,13 @@ fn streams_beyond_their_limits_are_refused_and_seats_come_back() {
         c.carousel_groups_max = 1;
         c.tail_streams_max = 1;
     });
-    let node = server.node.clone();
     let grpc = server.bound.grpc.to_string();
     server.rt.block_on(async {
         // ~20 MiB per full iteration: more than HTTP/2 flow-control windows and the
         // server's stream buffers hold, so an unread stream keeps its seat until dropped
         // (a smaller view can be sent whole and end on the server, freeing the seat early).
         let txns: Vec<Transaction> = (0..200).map(|t| txn(t, 50, 2000)).collect();
-        for r in node.log.append_many(&txns).await {
-            r.unwrap();
-        }
-        let durable = node.log.durable_index();
-        node.disks
-            .iter()
-            .next()
-            .unwrap()
-            .view
-            .wait_applied_async(durable, Duration::from_secs(30))
-            .await
-            .unwrap();
+        let durable = server.append_and_apply(&txns).await;
         let mut client: GrpcClient = grpc_connect(&grpc, None).await.unwrap();
         let all = IterateRequest {
             view: "disk-0".into(),

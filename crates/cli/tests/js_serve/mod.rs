@@ -6,6 +6,11 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hyper::Method;
+use serde_json::Value;
+use spindle_server::client::HttpClient;
 
 use super::nats_cluster::Cluster;
 
@@ -78,4 +83,31 @@ pub fn start(
         .unwrap_or_else(|| panic!("{name}: no http= in {line:?}: it did not start"))
         .to_owned();
     Server { child, http }
+}
+
+/// `client`'s status once `want` holds (two minutes at most: a liveness bound, not a
+/// performance one); past that, panics with `what` and `show` of the last status.
+#[allow(dead_code)] // not every test that starts servers waits on a status
+pub fn status_until(
+    rt: &tokio::runtime::Runtime,
+    client: &HttpClient,
+    what: &str,
+    want: impl Fn(&Value) -> bool,
+    show: impl Fn(&Value) -> String,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        let (_, status) = rt
+            .block_on(client.json(Method::GET, "/v1/status", None))
+            .unwrap();
+        if want(&status) {
+            return status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{what}: {}",
+            show(&status)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

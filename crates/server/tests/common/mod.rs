@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use spindle_core::{Index, Transaction};
 use spindle_server::client::HttpClient;
 use spindle_server::serve::Bound;
 use spindle_server::{Node, ServerConfig};
@@ -61,6 +62,25 @@ impl TestServer {
             done: Some(done),
             dir,
         }
+    }
+
+    /// Append `txns` and wait (30 s at most: a hang guard) until the node's first Disk
+    /// View has applied them; returns the durable index.
+    pub async fn append_and_apply(&self, txns: &[Transaction]) -> Index {
+        for r in self.node.log.append_many(txns).await {
+            r.unwrap();
+        }
+        let durable = self.node.log.durable_index();
+        self.node
+            .disks
+            .iter()
+            .next()
+            .expect("the node keeps a Disk View")
+            .view
+            .wait_applied_async(durable, std::time::Duration::from_secs(30))
+            .await
+            .unwrap();
+        durable
     }
 
     pub fn http(&self, token: Option<&str>) -> HttpClient {
