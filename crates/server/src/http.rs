@@ -33,7 +33,7 @@ use spindle_view::{EdgeFilter, Freshness, Version, ViewError};
 use utoipa::openapi::path::{HttpMethod, PathItem};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::http_input::{path_param, query_params, request_limits, HeldBody};
+use crate::http_input::{path_param, query_params, refuse_query, request_limits, HeldBody};
 use crate::node::Node;
 use crate::status::Counters;
 
@@ -257,11 +257,23 @@ where
             b.operation(m, P::operation())
         })
         .build();
+    // An endpoint whose description lists no query parameter takes none: a query there is
+    // refused like an unknown parameter anywhere else (the handlers that take parameters
+    // check their own names).
+    let takes_query = P::operation()
+        .parameters
+        .iter()
+        .flatten()
+        .any(|p| p.parameter_in == utoipa::openapi::path::ParameterIn::Query);
+    let mut handler = on(filter, handler);
+    if !takes_query {
+        handler = handler.layer(middleware::from_fn(refuse_query));
+    }
     ApiRoute {
         path: P::path(),
         methods,
         public,
-        handler: on(filter, handler),
+        handler,
         item,
     }
 }

@@ -58,6 +58,22 @@ pub async fn request_limits(req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
+/// Refuse a request that carries query parameters, for an endpoint that takes none (an
+/// empty query, `?` alone, is none).
+pub async fn refuse_query(req: Request, next: Next) -> Response {
+    match query_params(req.uri()) {
+        Ok(q) if q.is_empty() => next.run(req).await,
+        Ok(q) => {
+            let names: Vec<&str> = q.keys().map(String::as_str).collect();
+            ApiError::bad(format!(
+                "unknown query parameter(s) {names:?}; this endpoint takes none"
+            ))
+            .into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
 /// The query string's parameters, percent-decoded (`+` is a space). Refused: a malformed
 /// escape, a name or value that is not UTF-8 once decoded, a parameter given twice.
 pub fn query_params(uri: &Uri) -> Result<BTreeMap<String, String>, ApiError> {

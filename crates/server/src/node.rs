@@ -1177,15 +1177,7 @@ impl Node {
         let mut attempts = 0;
         loop {
             let (plan, views) = self.choose_remote_plan(at, request)?;
-            // Hold the log above the cut before letting go of the hold on everything.
-            *hold.lock() = Some(self.holds.hold(plan.cut));
-            self.catalog.renew_now();
-            {
-                let mut boots = self.boots.lock();
-                boots[at].cut = Some(plan.cut);
-                boots[at].sources = plan.sources.iter().map(|s| s.view.clone()).collect();
-                boots[at].waiting = None;
-            }
+            self.begin_boot(at, &plan, hold);
             let rt = match tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .thread_name("boot-remote")
@@ -1210,17 +1202,48 @@ impl Node {
             rt.shutdown_background();
             if result.is_ok() {
                 attempts += 1;
-                if let Err(why) = self.followable_after_boot(plan.cut) {
-                    if attempts >= DISK_BOOT_ATTEMPTS_MAX {
-                        return Some(Err(boot_gave_up(&why, attempts)));
-                    }
-                    tracing::warn!("{why}; booting again");
-                    self.boots.lock()[at].forget_plan();
-                    continue;
+                match self.must_boot_again(at, plan.cut, attempts) {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(e) => return Some(Err(e)),
                 }
             }
             return Some(result);
         }
+    }
+
+    /// Begin boot `at` to `plan`: hold the log above the cut (published in the catalog at
+    /// once) before letting go of the hold `hold` had, and show the plan in status.
+    fn begin_boot(
+        &self,
+        at: usize,
+        plan: &spindle_view::Plan,
+        hold: &Mutex<Option<truncate::HoldGuard>>,
+    ) {
+        *hold.lock() = Some(self.holds.hold(plan.cut));
+        self.catalog.renew_now();
+        let mut boots = self.boots.lock();
+        boots[at].cut = Some(plan.cut);
+        boots[at].sources = plan.sources.iter().map(|s| s.view.clone()).collect();
+        boots[at].waiting = None;
+    }
+
+    /// After boot `at` reached `cut` (its `attempts`-th in a row): `Ok(false)` when the view
+    /// can follow the log from there; `Ok(true)` when the log was truncated past the cut
+    /// (the coordinator may have purged before it saw the hold), so the boot must be made
+    /// again, its old plan forgotten in status; `Err` once that has happened
+    /// `DISK_BOOT_ATTEMPTS_MAX` times in a row.
+    fn must_boot_again(&self, at: usize, cut: Index, attempts: u32) -> Result<bool, String> {
+        let Err(why) = self.followable_after_boot(cut) else {
+            return Ok(false);
+        };
+        if attempts >= DISK_BOOT_ATTEMPTS_MAX {
+            return Err(boot_gave_up(&why, attempts));
+        }
+        let mut boots = self.boots.lock();
+        tracing::warn!("{}: {why}; booting again", boots[at].view);
+        boots[at].forget_plan();
+        Ok(true)
     }
 
     /// After a boot to `cut`: whether the view can follow the log from `cut + 1`. Not if
@@ -1454,29 +1477,15 @@ impl Node {
                     continue;
                 }
             };
-            // Hold the log above the cut (published now) before letting go of the hold on
-            // everything.
-            *hold.lock() = Some(self.holds.hold(plan.cut));
-            self.catalog.renew_now();
-            {
-                let mut boots = self.boots.lock();
-                boots[at].cut = Some(plan.cut);
-                boots[at].sources = plan.sources.iter().map(|s| s.view.clone()).collect();
-                boots[at].waiting = None;
-            }
+            self.begin_boot(at, &plan, hold);
             attempts += 1;
             if let Err(e) = self.boot_disk_from(&dir, partition, &plan, &views, progress) {
                 return Some(Err(e));
             }
-            // The coordinator may have passed the cut before it saw the hold: the records
-            // after the cut must still be in the log, or the view could never catch up.
-            if let Err(why) = self.followable_after_boot(plan.cut) {
-                if attempts >= DISK_BOOT_ATTEMPTS_MAX {
-                    return Some(Err(boot_gave_up(&why, attempts)));
-                }
-                tracing::warn!("{}: {why}; booting again", entry.id);
-                self.boots.lock()[at].forget_plan();
-                continue;
+            match self.must_boot_again(at, plan.cut, attempts) {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => return Some(Err(e)),
             }
             return Some(
                 open_disk_slot(&self.config, &dir, partition, &entry.id).map_err(|e| e.to_string()),

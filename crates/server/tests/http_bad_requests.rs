@@ -81,6 +81,29 @@ fn bad_requests_are_refused_with_json_errors_and_change_nothing() {
             .unwrap();
         assert_eq!(status, StatusCode::BAD_REQUEST);
         assert_eq!(server.node.chunks.len(), 0);
+        // Endpoints that take no query parameters refuse any, even with a body that would
+        // be accepted without it; `?` alone is no parameter.
+        let chunk = format!("/v1/chunks/{id}");
+        for (method, path, body) in [
+            (Method::POST, "/v1/txn?dry_run=1".to_string(), Some(serde_json::to_vec(&ok).unwrap())),
+            (Method::POST, "/v1/multiget?x=1".to_string(), Some(b"{\"items\": []}".to_vec())),
+            (Method::POST, "/v1/chunks?x=1".to_string(), Some(b"abc".to_vec())),
+            (Method::GET, format!("{chunk}?x=1"), None),
+            (Method::DELETE, format!("{chunk}?x=1"), None),
+            (Method::GET, "/v1/status?verbose=1".to_string(), None),
+            (Method::GET, "/v1/status/stream?interval=5".to_string(), None),
+            (Method::GET, "/metrics?name=x".to_string(), None),
+            (Method::GET, "/openapi.json?v=3".to_string(), None),
+            (Method::GET, "/?x=%FF".to_string(), None),
+        ] {
+            let (status, answer) = client.request(method.clone(), &path, body).await.unwrap();
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path}: {answer:?}");
+            let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+            assert_eq!(answer["error"], "bad_request", "{method} {path}");
+        }
+        let (status, _) = client.json(Method::GET, "/v1/status?", None).await.unwrap();
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(server.node.chunks.len(), 0);
         assert_eq!(server.node.log.durable_index(), durable, "a refused request wrote to the log");
         let (_, m) = client.request(Method::GET, "/metrics", None).await.unwrap();
         let m = String::from_utf8(m.to_vec()).unwrap();

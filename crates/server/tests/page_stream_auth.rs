@@ -1,11 +1,12 @@
 //! With a token configured, the status page itself is served without it (it carries no
 //! data), while its live stream is refused without the token and sends `status` events
-//! with it.
+//! with it, until the node stops: a graceful stop ends the stream instead of waiting on it.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
 use hyper::{Method, StatusCode};
 
@@ -34,6 +35,8 @@ fn the_page_is_public_and_its_stream_needs_the_token() {
     });
     // With the token: the stream's first event is the node's status.
     let mut conn = TcpStream::connect(server.bound.http).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
     write!(
         conn,
         "GET /v1/status/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
@@ -57,5 +60,18 @@ fn the_page_is_public_and_its_stream_needs_the_token() {
         .as_str()
         .unwrap()
         .starts_with("digraph pipeline"));
-    server.stop();
+    // A stop ends the stream (events come every second until then).
+    let stopping = std::thread::spawn(move || drop(server.stop()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for line in lines {
+        assert!(
+            Instant::now() < deadline,
+            "the stream went on after the node stopped"
+        );
+        if let Err(e) = line {
+            assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+            break;
+        }
+    }
+    stopping.join().unwrap();
 }

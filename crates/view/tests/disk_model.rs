@@ -22,6 +22,12 @@ enum Op {
     Step(u8),
     CatchUp,
     Restart,
+    /// Walk node `n`'s out-edges (as of the applied index) and history pages of `limit`
+    /// while the view applies one more record before each page after the first.
+    PagesWhileApplying {
+        n: u8,
+        limit: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -30,6 +36,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (1u8..4).prop_map(Op::Step),
         1 => Just(Op::CatchUp),
         1 => Just(Op::Restart),
+        1 => (0u8..6, 1u8..3).prop_map(|(n, limit)| Op::PagesWhileApplying { n, limit }),
     ]
 }
 
@@ -76,15 +83,20 @@ fn value_bytes<'a>(versions: impl Iterator<Item = &'a Version>) -> usize {
 }
 
 /// Every version of `key` read page by page, `limit` at a time, each page's values within
-/// `bytes_max` (`None`: the default bound).
+/// `bytes_max` (`None`: the default bound), calling `between` before every page after the
+/// first.
 fn walk_history(
     view: &DiskView,
     key: &ItemKey,
     limit: usize,
     bytes_max: Option<usize>,
+    between: &mut dyn FnMut(),
 ) -> Vec<Version> {
     let mut out: Vec<Version> = Vec::new();
     loop {
+        if !out.is_empty() {
+            between();
+        }
         let after = out.last().map_or(Index::ZERO, |v| v.index);
         let page = match bytes_max {
             None => view.history_page(key, after, limit, Freshness::Any),
@@ -119,7 +131,7 @@ fn walk_history(
 
 /// The out-edges of `id` as of `at` (one label, if given) read page by page, each page
 /// reading at most `scan_max` versions and holding at most `bytes_max` bytes of values
-/// (`None`: the default bounds).
+/// (`None`: the default bounds), calling `between` before every page after the first.
 fn walk_edges(
     view: &DiskView,
     id: &str,
@@ -127,11 +139,15 @@ fn walk_edges(
     label: Option<&str>,
     limit: usize,
     (scan_max, bytes_max): (Option<usize>, Option<usize>),
+    between: &mut dyn FnMut(),
 ) -> Vec<(ItemKey, Version)> {
     let mut out: Vec<(ItemKey, Version)> = Vec::new();
     let mut cursor: Option<(String, String)> = None;
     let mut pages = 0;
     loop {
+        if pages > 0 {
+            between();
+        }
         pages += 1;
         assert!(pages < 10_000, "pages of {id}'s edges do not end");
         let after = cursor.as_ref().map(|(l, t)| (l.as_str(), t.as_str()));
@@ -205,14 +221,14 @@ fn check(view: &DiskView, written: &Written) {
         assert_eq!(view.history(&key, any).unwrap(), want, "history of {key}");
         for limit in [1, 2, 5] {
             assert_eq!(
-                walk_history(view, &key, limit, None),
+                walk_history(view, &key, limit, None, &mut || {}),
                 want,
                 "history of {key} by {limit}"
             );
         }
         for bytes_max in [0, 12, 30] {
             assert_eq!(
-                walk_history(view, &key, 5, Some(bytes_max)),
+                walk_history(view, &key, 5, Some(bytes_max), &mut || {}),
                 want,
                 "history of {key} by {bytes_max} bytes"
             );
@@ -238,18 +254,27 @@ fn check(view: &DiskView, written: &Written) {
             for at in [Index::new(applied.get() / 2), applied] {
                 let want: Vec<_> = edges_at(written, id, at).into_iter().collect();
                 for limit in [1, 2, 7] {
-                    let got = walk_edges(view, id, at, None, limit, (None, None));
+                    let got = walk_edges(view, id, at, None, limit, (None, None), &mut || {});
                     assert_eq!(got, want, "out-edges of {key} as of {at} by {limit}");
                 }
                 for bytes_max in [0, 12, 30] {
-                    let got = walk_edges(view, id, at, None, 7, (None, Some(bytes_max)));
+                    let got =
+                        walk_edges(view, id, at, None, 7, (None, Some(bytes_max)), &mut || {});
                     assert_eq!(
                         got, want,
                         "out-edges of {key} as of {at} by {bytes_max} bytes"
                     );
                 }
                 for (limit, scan_max) in [(1, 1), (3, 1), (2, 2), (7, 3)] {
-                    let got = walk_edges(view, id, at, None, limit, (Some(scan_max), None));
+                    let got = walk_edges(
+                        view,
+                        id,
+                        at,
+                        None,
+                        limit,
+                        (Some(scan_max), None),
+                        &mut || {},
+                    );
                     assert_eq!(
                         got, want,
                         "out-edges of {key} as of {at} by {limit}, {scan_max} versions a page"
@@ -269,7 +294,15 @@ fn check(view: &DiskView, written: &Written) {
                         .filter(|(k, _)| matches!(k, ItemKey::Edge { label: l, .. } if l == label))
                         .cloned()
                         .collect();
-                    let got = walk_edges(view, id, at, Some(label), 2, (Some(2), Some(12)));
+                    let got = walk_edges(
+                        view,
+                        id,
+                        at,
+                        Some(label),
+                        2,
+                        (Some(2), Some(12)),
+                        &mut || {},
+                    );
                     assert_eq!(got, want_label, "{key}'s {label:?} edges as of {at}");
                 }
             }
@@ -307,6 +340,30 @@ fn run(partition: Partition, ops: Vec<Op>) {
             Op::CatchUp => {
                 let applied = rt.block_on(follow::catch_up(&view, &log)).unwrap();
                 assert_eq!(applied, log.durable_index());
+            }
+            Op::PagesWhileApplying { n, limit } => {
+                let key = item(n);
+                let (ItemKey::Node { id }, true) = (&key, partition.contains(key.hash())) else {
+                    continue;
+                };
+                let limit = usize::from(limit);
+                let apply_one = &mut || {
+                    let next = view.applied_index().next();
+                    if next <= log.durable_index() {
+                        view.apply(&log.read(next, 1).unwrap()).unwrap();
+                    }
+                };
+                // Writes after `at` do not change a listing as of `at`, however the pages
+                // fall between them.
+                let at = view.applied_index();
+                let want: Vec<_> = edges_at(&written, id, at).into_iter().collect();
+                let got = walk_edges(&view, id, at, None, limit, (None, None), apply_one);
+                assert_eq!(got, want, "out-edges of {key} as of {at} while applying");
+                // History pages go by index: versions applied during the walk come in its
+                // later pages, so the walk ends with every version up to where the view is.
+                let got = walk_history(&view, &key, limit, None, apply_one);
+                let want = versions_upto(&written, &key, view.applied_index());
+                assert_eq!(got, want, "history of {key} while applying");
             }
             Op::Restart => {
                 let before = view.applied_index();
@@ -397,6 +454,7 @@ fn a_page_of_mostly_deleted_edges_stops_at_its_scan_bound() {
         None,
         100,
         (Some(10), None),
+        &mut || {},
     );
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].0, edge(999));
