@@ -20,15 +20,22 @@ use crate::writer::OpKind;
 
 impl Shared {
     /// Rewrite every sealed volume the compaction policy picks. One compaction runs at a time.
+    /// A volume that cannot be rewritten (a live chunk whose bytes rotted, which compaction
+    /// will not copy) does not hold back the others: they are rewritten all the same, and
+    /// the first such error is returned. Once the writer has failed, nothing more is tried.
     pub(crate) fn compact(&self) -> Result<CompactionReport> {
         let _one_at_a_time = self.compaction_lock.lock();
         let usage = self.catalog.read().usage();
         let mut report = CompactionReport::default();
         let mut result = Ok(());
         for volume in policy::compaction_candidates(&usage, &self.opts.compaction) {
-            result = self.compact_volume(volume, &mut report);
-            if result.is_err() {
-                break;
+            if let Err(e) = self.compact_volume(volume, &mut report) {
+                if result.is_ok() {
+                    result = Err(e);
+                }
+                if self.queue.lock().failed.is_some() {
+                    break;
+                }
             }
         }
         // What was rewritten counts even when a later volume failed.
@@ -119,10 +126,23 @@ impl Shared {
         if let Some(failure) = &self.queue.lock().failed {
             return Err(failure.error());
         }
-        self.catalog.write().remove_volume(volume, &put_ids);
+        // The files go first: a catalog that forgot a volume still on disk would let a
+        // later compaction drop the tombstone masking one of its dead puts, and the next
+        // open would serve that deleted chunk again. If a removal fails, the volume stays
+        // known (a later run tries again); reads follow the index, which no longer points
+        // into it, and a reader holding its file handle can still read after the unlink.
         remove_if_present(&*self.fs, &format::hint_path(dir, volume))?;
         remove_if_present(&*self.fs, &file.path)?;
-        volume::sync_dir(&*self.fs, dir)?;
+        if let Err(e) = volume::sync_dir(&*self.fs, dir) {
+            // The unlinks may not be durable, and the files are gone: the volume can be
+            // neither kept (nothing left to compact) nor forgotten (a tombstone masking one
+            // of its dead puts could be dropped, and a power cut would bring it back). A
+            // failed directory sync is a failed sync: the store stops writing, as for one
+            // of the writer's own, and the next open finds what is on disk.
+            crate::writer::record_failure(self, &e);
+            return Err(e);
+        }
+        self.catalog.write().remove_volume(volume, &put_ids);
         report.volumes.push(volume);
         report.bytes_reclaimed += (len + hint_bytes).saturating_sub(copied_bytes);
         Ok(())

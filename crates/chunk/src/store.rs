@@ -477,6 +477,22 @@ impl ChunkStore {
             || self.shared.catalog.read().index.contains_key(id)
     }
 
+    /// Whether chunk `id` is durable in the store. A put of it still in the write buffer
+    /// (another caller's) is waited for: `true` once it is durable, `false` if the writer
+    /// fails first. What a caller that skips its own put because the chunk exists needs.
+    pub fn has_durable(&self, id: &ChunkId) -> bool {
+        let q = self.shared.queue.lock();
+        if let Some(&(_, seq)) = q.buffered.get(id) {
+            if self.shared.wait_durable(q, seq).is_err() {
+                return false;
+            }
+        } else {
+            drop(q);
+        }
+        // A delete may have followed the put.
+        self.shared.catalog.read().index.contains_key(id)
+    }
+
     /// Delete chunk `id`: a tombstone is appended and synced. Returns whether it was stored.
     /// Its space comes back when compaction rewrites the volume that holds it.
     pub fn delete(&self, id: &ChunkId) -> Result<bool> {

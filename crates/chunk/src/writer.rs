@@ -481,7 +481,7 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
 /// Make the first failure sticky and wake every waiter. Chunks still in the write buffer
 /// will never be durable, so they stop being readable: `has` and `get` answer only for what
 /// was acknowledged (or, before a failure, is on its way to be).
-fn record_failure(shared: &Shared, e: &ChunkError) {
+pub(crate) fn record_failure(shared: &Shared, e: &ChunkError) {
     let mut q = shared.queue.lock();
     q.failed.get_or_insert_with(|| Failure {
         reason: e.to_string(),

@@ -1,7 +1,8 @@
 //! With the writer held before its sync, a queued chunk is readable from the write buffer but
 //! not yet listed as durable, and its put has not returned; puts beyond the write buffer's
 //! bound wait outside it; a failed sync fails the waiting put and every later write until the
-//! store is reopened. (Needs `--features failpoints`.)
+//! store is reopened; `has_durable` waits for a put in flight and is false if it fails.
+//! (Needs `--features failpoints`.)
 
 #![cfg(feature = "failpoints")]
 
@@ -35,8 +36,14 @@ fn buffered_gets_and_sticky_sync_failure() {
             "not listed before it is durable"
         );
         assert!(!putter.is_finished(), "a put returns only after its sync");
+        // `has_durable` waits for the put in flight and answers once it is durable.
+        let prober = s.spawn(|| {
+            let held = store.has_durable(&id);
+            (held, store.keys().contains(&id))
+        });
         fail::cfg("chunk-writer-before-sync", "off").unwrap();
         assert_eq!(putter.join().unwrap(), id);
+        assert_eq!(prober.join().unwrap(), (true, true), "(held, durable then)");
     });
     assert!(store.keys().contains(&id));
 
@@ -68,10 +75,26 @@ fn buffered_gets_and_sticky_sync_failure() {
     assert!(chunks.iter().all(|c| store.has(&ChunkId::of(c))));
     assert_eq!(store.stats().write_buffer_bytes, 0);
 
-    // 3. A failed sync is sticky.
-    fail::cfg("chunk-writer-sync", "return").unwrap();
-    let err = store.put(&common::chunk(3, 3000)).unwrap_err();
-    assert!(matches!(err, ChunkError::WriterFailed { .. }), "{err}");
+    // 3. A failed sync is sticky; `has_durable` of a chunk whose put it failed is false
+    //    (`has` counts the buffer, where the chunk was).
+    fail::cfg("chunk-writer-before-sync", "pause").unwrap();
+    let lost = common::chunk(3, 3000);
+    let lost_id = ChunkId::of(&lost);
+    std::thread::scope(|s| {
+        let putter = s.spawn(|| store.put(&lost));
+        while !store.has(&lost_id) {
+            std::thread::yield_now();
+        }
+        let prober = s.spawn(|| store.has_durable(&lost_id));
+        fail::cfg("chunk-writer-sync", "return").unwrap();
+        fail::cfg("chunk-writer-before-sync", "off").unwrap();
+        let err = putter.join().unwrap().unwrap_err();
+        assert!(matches!(err, ChunkError::WriterFailed { .. }), "{err}");
+        assert!(
+            !prober.join().unwrap(),
+            "a chunk whose put failed counted as held"
+        );
+    });
     fail::cfg("chunk-writer-sync", "off").unwrap();
     let err = store.put(&common::chunk(4, 3000)).unwrap_err();
     assert!(

@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -83,24 +83,62 @@ pub fn gen(args: &GenArgs) -> anyhow::Result<ExitCode> {
         versions: args.versions,
         seed: args.seed,
     };
-    let out: Box<dyn Write> = match &args.out {
+    match &args.out {
+        None => write_graph(&spec, std::io::stdout().lock()).context("writing the graph")?,
         Some(path) => {
-            Box::new(File::create(path).with_context(|| format!("creating {}", path.display()))?)
+            let written = gen_to_file(&spec, path);
+            crate::sort::leave_to_the_signal_handler(written.is_err());
+            written?;
         }
-        None => Box::new(std::io::stdout().lock()),
-    };
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_graph(spec: &GraphSpec, out: impl Write) -> std::io::Result<()> {
     let mut out = BufWriter::new(out);
     let mut failed = None;
-    generate(&spec, |key, value| {
+    generate(spec, |key, value| {
         if failed.is_none() {
             if let Err(e) = writeln!(out, "{}", json_line(&key, &value)) {
                 failed = Some(e);
             }
         }
     });
-    if let Some(e) = failed {
-        return Err(e).context("writing the graph");
+    match failed {
+        Some(e) => Err(e),
+        None => out.flush(),
     }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+}
+
+/// Write the graph under a temporary name beside `path`, sync it and rename it into place:
+/// `path` holds the whole graph, or what it held before (a full disk, an error or a signal
+/// removes the temporary file and leaves `path` alone).
+fn gen_to_file(spec: &GraphSpec, path: &Path) -> anyhow::Result<()> {
+    crate::sort::remove_temporaries_on_signal()?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    // Created as an ordinary file would be (0666 less the umask), not a private one.
+    let tmp = tempfile::Builder::new()
+        .prefix(".spindle-gen-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+        .tempfile_in(dir)
+        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+    let _removed_on_signal = spindle_sort::cleanup::register(tmp.path());
+    let written = write_graph(spec, tmp.as_file()).and_then(|()| tmp.as_file().sync_all());
+    written.with_context(|| {
+        format!(
+            "writing the graph to {} ({} is left as it was)",
+            tmp.path().display(),
+            path.display()
+        )
+    })?;
+    spindle_sort::cleanup::finish(|| tmp.persist(path))
+        .map_err(|e| e.error)
+        .with_context(|| format!("renaming the graph into {}", path.display()))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))?;
+    Ok(())
 }

@@ -200,7 +200,7 @@ fn check(args: &SortArgs) -> anyhow::Result<ExitCode> {
 /// On SIGINT or SIGTERM: remove the temporary files the sort registered
 /// (`spindle_sort::cleanup`), say so, and exit with 130 (SIGINT) or 143 (SIGTERM), as a
 /// shell reports a process those signals ended.
-fn remove_temporaries_on_signal() -> anyhow::Result<()> {
+pub(crate) fn remove_temporaries_on_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
@@ -259,7 +259,7 @@ fn remove_temporaries_on_signal() -> anyhow::Result<()> {
 
 /// A failure while a signal stops the process is the removal's doing: the signal handler
 /// reports and exits, so this thread waits for it instead of reporting the failure.
-fn leave_to_the_signal_handler(failed: bool) {
+pub(crate) fn leave_to_the_signal_handler(failed: bool) {
     if failed && spindle_sort::cleanup::stopping() {
         loop {
             std::thread::park();

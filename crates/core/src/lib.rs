@@ -18,7 +18,7 @@ pub mod value;
 pub use error::InputError;
 pub use index::Index;
 pub use item::{ItemKey, ItemKind, ITEM_ID_BYTES_MAX, LABEL_BYTES_MAX};
-pub use partition::{partition_hash, Partition};
+pub use partition::{partition_hash, Partition, DISK_PARTITIONS_MAX};
 pub use record::{Record, RecordFlags};
 pub use txn::{Condition, Transaction, Write, RECORD_BYTES_MAX, TXN_RECORDS_MAX};
 pub use value::Value;

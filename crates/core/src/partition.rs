@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 /// The size of the hash space: 2^32.
 pub const HASH_SPACE: u64 = 1 << 32;
 
+/// The most Disk Views one node's data directory may be split into (`disk_partitions`,
+/// `spindle import --disk-partitions`).
+pub const DISK_PARTITIONS_MAX: u64 = 256;
+
 /// Stable 32-bit hash of a partition key (XXH32, seed 0).
 pub fn partition_hash(key: &[u8]) -> u32 {
     xxhash_rust::xxh32::xxh32(key, 0)

@@ -30,6 +30,11 @@ pub enum AppendError {
     /// after reopen, exactly like a client whose connection dropped).
     #[error("log failed ({cause}); it refuses writes until reopened")]
     Failed { cause: String },
+    /// The append needed a new segment the log could not create (`disk_full`: the disk or
+    /// a quota ran out of space). Nothing of it was written, and the log goes on: appends
+    /// that fit the current segment, and any once space is freed, are taken.
+    #[error("not written: {cause}")]
+    NotWritten { cause: String, disk_full: bool },
     /// The log was closed before the append was written.
     #[error("log is closed")]
     Closed,

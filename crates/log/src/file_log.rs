@@ -337,7 +337,7 @@ impl FileLog {
                     config.segment_bytes,
                     config.header_unsynced_window(),
                 )
-                .map_err(io_at(&dir))?;
+                .map_err(|e| io_at(&dir)(e.into_io()))?;
                 let path = dir.join(segment_file_name(first));
                 segments.push(Arc::new(SegmentHandle::new(first, path, file)));
                 (first, as_of)

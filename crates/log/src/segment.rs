@@ -144,6 +144,38 @@ pub fn header_unsynced_window(h: &[u8]) -> u64 {
     u64::from(u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")))
 }
 
+/// Why `create_segment` failed.
+#[derive(Debug)]
+pub enum CreateSegmentError {
+    /// Before the segment had its name: nothing of it is left (its `.tmp` file was removed
+    /// as far as it could be, and open removes any `.tmp` anyway). The log may go on.
+    Unnamed(io::Error),
+    /// After the rename: a segment may be in place under its name, its directory entry
+    /// perhaps not durable. The log must not append past it elsewhere (a later open would
+    /// find the named segment out of place): a failure of the log.
+    Named(io::Error),
+}
+
+impl CreateSegmentError {
+    pub fn io(&self) -> &io::Error {
+        match self {
+            CreateSegmentError::Unnamed(e) | CreateSegmentError::Named(e) => e,
+        }
+    }
+
+    pub fn into_io(self) -> io::Error {
+        match self {
+            CreateSegmentError::Unnamed(e) | CreateSegmentError::Named(e) => e,
+        }
+    }
+}
+
+impl std::fmt::Display for CreateSegmentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.io().fmt(f)
+    }
+}
+
 /// Create a preallocated segment starting at `first`, durable under its final name: written
 /// as `.tmp`, synced, renamed, and the directory synced (the segment's name is durable
 /// before any record in it is acknowledged).
@@ -153,18 +185,33 @@ pub fn create_segment(
     first: Index,
     segment_bytes: u64,
     unsynced_window_bytes: u32,
-) -> io::Result<Arc<dyn FsFile>> {
+) -> Result<Arc<dyn FsFile>, CreateSegmentError> {
     let name = segment_file_name(first);
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(&name);
-    let file = fs.create(&tmp)?;
-    file.write_all_at(&encode_header(first, unsynced_window_bytes), 0)?;
-    // Reserve the space so appends do not change the size (and fdatasync need not write
-    // size metadata).
-    file.allocate(segment_bytes)?;
-    file.sync_all()?;
-    fs.rename(&tmp, &path)?;
-    fs.sync_dir(dir)?;
+    let prepared = (|| {
+        let file = fs.create(&tmp)?;
+        file.write_all_at(&encode_header(first, unsynced_window_bytes), 0)?;
+        // Reserve the space so appends do not change the size (and fdatasync need not
+        // write size metadata).
+        file.allocate(segment_bytes)?;
+        file.sync_all()?;
+        Ok(file)
+    })();
+    let file = match prepared {
+        Ok(file) => file,
+        Err(e) => {
+            // Give back what a half-made file holds (a full disk's last blocks); the
+            // caller may try again.
+            let _ = fs.remove(&tmp);
+            return Err(CreateSegmentError::Unnamed(e));
+        }
+    };
+    if let Err(e) = fs.rename(&tmp, &path) {
+        let _ = fs.remove(&tmp);
+        return Err(CreateSegmentError::Unnamed(e));
+    }
+    fs.sync_dir(dir).map_err(CreateSegmentError::Named)?;
     Ok(file)
 }
 

@@ -117,13 +117,15 @@ pub(crate) fn settle(shared: &Shared, jobs: &[SyncJob]) -> Option<String> {
 }
 
 /// The second half of `complete`: answer every appender of the jobs; with a failure, every
-/// outcome that would have been a success is `Failed` instead.
+/// outcome that would have been a success is `Failed` instead, and so is every conflict:
+/// its conditions were checked against versions staged by batches that may never have
+/// become durable, so the versions it names may not exist.
 pub(crate) fn answer(jobs: Vec<SyncJob>, failure: Option<String>) {
     for job in jobs {
         for (reply, mut results) in job.replies {
             if let Some(cause) = &failure {
                 for r in &mut results {
-                    if r.is_ok() {
+                    if matches!(r, Ok(_) | Err(AppendError::Conflict { .. })) {
                         *r = Err(AppendError::Failed {
                             cause: cause.clone(),
                         });

@@ -33,7 +33,7 @@ use crate::error::{AppendError, FailedCondition, TruncateError};
 use crate::file_log::{SegmentHandle, Shared};
 use crate::frame::seal_frame;
 use crate::intake::{Command, Pending, Prepared};
-use crate::segment::{create_segment, SEGMENT_HEADER_BYTES};
+use crate::segment::{create_segment, CreateSegmentError, SEGMENT_HEADER_BYTES};
 use crate::syncer::{self, Replies, SyncJob, SyncMsg};
 use crate::versions::VersionTable;
 
@@ -103,7 +103,21 @@ pub(crate) struct Writer {
     /// An offset of the tail segment known to be synced: the writer keeps what it has
     /// written past it within `unsynced_bytes_max`.
     synced_floor: u64,
+    /// The last roll that could not create its segment, while appends that need one are
+    /// refused without trying (`ROLL_RETRY_MS`).
+    roll_refused: Option<RollRefused>,
 }
+
+/// A new segment that could not be created.
+struct RollRefused {
+    at: Instant,
+    cause: String,
+    disk_full: bool,
+}
+
+/// How long appends that need a new segment are refused without trying after a roll
+/// failed to create one.
+const ROLL_RETRY_MS: u64 = 1000;
 
 impl Writer {
     pub fn new(
@@ -125,6 +139,7 @@ impl Writer {
             watch_skip: 0,
             watch_backoff: 0,
             inline_cooldown: 0,
+            roll_refused: None,
         }
     }
 
@@ -221,6 +236,9 @@ impl Writer {
                     }
                     Ok(Staged::Conflict(failed)) => {
                         results.push(Err(AppendError::Conflict { failed }));
+                    }
+                    Ok(Staged::NoSegment { cause, disk_full }) => {
+                        results.push(Err(AppendError::NotWritten { cause, disk_full }));
                     }
                     Err(cause) => {
                         self.shared.fail(cause.clone());
@@ -324,7 +342,50 @@ impl Writer {
         let len = span.frames.len() as u64;
         let at = self.tail.offset + self.buf.len() as u64;
         if place(at, len, self.shared.config.segment_bytes) == Placement::Roll {
-            self.seal_and_roll()?;
+            // A roll refused a moment ago is not tried again at once: each try preallocates
+            // a whole segment, briefly taking the disk's last free space from other writers.
+            if let Some(refused) = &self.roll_refused {
+                if refused.at.elapsed() < Duration::from_millis(ROLL_RETRY_MS) {
+                    return Ok(Staged::NoSegment {
+                        cause: refused.cause.clone(),
+                        disk_full: refused.disk_full,
+                    });
+                }
+            }
+            self.seal()?;
+            match self.roll() {
+                Ok(()) => self.roll_refused = None,
+                Err(CreateSegmentError::Unnamed(e)) => {
+                    // Nothing of this transaction was staged, nothing of the new segment
+                    // is left, and the tail is intact and synced: refuse this one and keep
+                    // the log (appends that fit the tail go on; a roll is tried again).
+                    let refused = RollRefused {
+                        at: Instant::now(),
+                        disk_full: matches!(
+                            e.kind(),
+                            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+                        ),
+                        cause: format!(
+                            "creating the log segment at {} in {}: {e}",
+                            self.tail.next_index,
+                            self.shared.dir.display()
+                        ),
+                    };
+                    let staged = Staged::NoSegment {
+                        cause: refused.cause.clone(),
+                        disk_full: refused.disk_full,
+                    };
+                    self.roll_refused = Some(refused);
+                    return Ok(staged);
+                }
+                Err(CreateSegmentError::Named(e)) => {
+                    return Err(format!(
+                        "syncing {} after creating the log segment at {}: {e}",
+                        self.shared.dir.display(),
+                        self.tail.next_index
+                    ))
+                }
+            }
         }
         let stride = self.shared.config.sparse_index_stride_records;
         let mut index = self.tail.next_index;
@@ -403,13 +464,20 @@ impl Writer {
         Ok(())
     }
 
-    /// Seal the tail segment (its bytes synced here, so a sync job only ever needs the
-    /// segment its batch ended in) and start the next one at the next index.
-    fn seal_and_roll(&mut self) -> Result<(), String> {
+    /// Seal the tail segment: its bytes synced here, so a sync job only ever needs the
+    /// segment its batch ended in. A failure here fails the log.
+    fn seal(&mut self) -> Result<(), String> {
         self.write_out()?;
         if self.shared.config.sync == SyncMode::Data {
             syncer::sync(&self.shared, &self.tail.segment)?;
+            self.synced_floor = self.tail.offset;
         }
+        Ok(())
+    }
+
+    /// Start the next segment at the next index, after `seal`. A failure (a full disk,
+    /// say) leaves the sealed tail as the tail: nothing is lost or in doubt.
+    fn roll(&mut self) -> Result<(), CreateSegmentError> {
         let dir = &self.shared.dir;
         let first = self.tail.next_index;
         let config = &self.shared.config;
@@ -419,8 +487,7 @@ impl Writer {
             first,
             config.segment_bytes,
             config.header_unsynced_window(),
-        )
-        .map_err(|e| format!("create segment at {first} in {}: {e}", dir.display()))?;
+        )?;
         let path = dir.join(crate::segment::segment_file_name(first));
         let segment = Arc::new(SegmentHandle::new(first, path, file));
         self.shared.segments.write().push(segment.clone());
@@ -506,6 +573,12 @@ pub(crate) fn window_for(configured: u64, declared: u64) -> u64 {
 enum Staged {
     Appended(Index),
     Conflict(Vec<FailedCondition>),
+    /// The transaction needed a new segment that could not be created; nothing of it was
+    /// written and the log goes on.
+    NoSegment {
+        cause: String,
+        disk_full: bool,
+    },
 }
 
 #[cfg(test)]

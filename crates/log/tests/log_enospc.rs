@@ -1,6 +1,8 @@
 //! A full disk (a small tmpfs mounted by the test; needs root, skipped with a message
-//! otherwise): appends are refused with an error that says the disk is full, everything
-//! acknowledged stays readable, and once space is freed a reopened log takes appends again.
+//! otherwise): an append that needs a new segment is refused with `NotWritten` saying the
+//! disk is full, nothing of it written; the log does not fail, everything acknowledged stays
+//! readable, and once space is freed the same log takes appends again at the next index, no
+//! reopen, and a reopened one finds them all.
 
 mod common;
 
@@ -65,32 +67,53 @@ fn a_full_disk_refuses_appends_keeps_what_was_acknowledged_and_recovers() {
         assert!(acked.len() < 10_000, "the disk never filled");
     };
     match &err {
-        AppendError::Failed { cause } => {
-            assert!(cause.contains("No space left"), "unclear error: {cause}")
+        AppendError::NotWritten { cause, disk_full } => {
+            assert!(*disk_full, "not a full disk: {cause}");
+            assert!(cause.contains("No space left"), "unclear error: {cause}");
         }
-        other => panic!("expected Failed, got {other}"),
+        other => panic!("expected NotWritten, got {other}"),
     }
     println!("disk full after {} appends: {err}", acked.len());
-    // Refused from now on, readable up to the last acknowledged append.
-    assert!(log.append_blocking(&put("more", 1)).is_err());
+    assert_eq!(log.failure(), None, "a full disk failed the log");
+    // Refused while the disk is full, readable up to the last acknowledged append.
+    assert!(matches!(
+        log.append_blocking(&Transaction::single(node("more"), value.clone())),
+        Err(AppendError::NotWritten {
+            disk_full: true,
+            ..
+        })
+    ));
     let last = *acked.last().unwrap();
     assert_eq!(log.durable_index(), last);
     assert_eq!(
         log.read(Index::FIRST, usize::MAX).unwrap().len() as u64,
         last.get()
     );
+    // Space freed: the same log goes on at the next index (nothing refused was written),
+    // once its pause between tries to create a segment (about a second) has passed.
+    std::fs::remove_file(&filler).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let next = loop {
+        match log.append_blocking(&Transaction::single(node("after"), value.clone())) {
+            Ok(index) => break index,
+            Err(AppendError::NotWritten { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(e) => panic!("appending after space was freed: {e}"),
+        }
+    };
+    assert_eq!(next, last.next(), "a refused append took an index");
     drop(log);
 
-    std::fs::remove_file(&filler).unwrap();
     let log = open(&dir, config);
     let records = log.read(Index::FIRST, usize::MAX).unwrap();
-    assert!(
-        records.len() as u64 >= last.get(),
+    assert_eq!(
+        records.len() as u64,
+        next.get(),
         "acknowledged appends lost"
     );
-    assert!(records[..last.get() as usize]
-        .iter()
-        .all(|r| r.value == value));
-    let next = log.append_blocking(&put("after", 1)).unwrap();
-    assert_eq!(next, log.durable_index());
+    assert!(records.iter().all(|r| r.value == value));
+    let again = log.append_blocking(&put("again", 1)).unwrap();
+    assert_eq!(again, next.next());
+    assert_eq!(again, log.durable_index());
 }

@@ -1,7 +1,9 @@
 //! Fault injection (feature `failpoints`): a failed write or fdatasync (EIO) is sticky until
 //! reopen, the log stays readable meanwhile, nothing acknowledged is lost across the reopen,
-//! a stalled writer makes appenders wait once the intake holds `intake_bytes_max` bytes, and
-//! a lone append is never synced by the writer ahead of a batch the syncer is still syncing.
+//! a stalled writer makes appenders wait once the intake holds `intake_bytes_max` bytes, a
+//! lone append is never synced by the writer ahead of a batch the syncer is still syncing, and
+//! a conflict in a failed batch is answered `Failed` (the version it would name was never
+//! durable).
 
 #![cfg(feature = "failpoints")]
 
@@ -24,6 +26,7 @@ fn failpoint_scenarios() {
         a_failed_sync_is_sticky_until_reopen(inline);
         for point in ["log::write", "log::sync"] {
             a_failure_loses_nothing_acknowledged(point, inline);
+            a_conflict_in_a_failed_batch_is_failed(point, inline);
         }
     }
     a_stalled_writer_stops_appenders_at_the_intake_bound();
@@ -93,6 +96,28 @@ fn a_failure_loses_nothing_acknowledged(point: &str, inline: bool) {
     assert_eq!(acked.last().copied(), Some(Index::new(100)));
     let next = log.append_blocking(&put("again", 1)).unwrap();
     assert_eq!(next.get(), after.len() as u64 + 1, "{point}");
+}
+
+/// One submission (one batch): `x` written, then a transaction whose condition says `x` is
+/// absent, a conflict against the version just staged. The batch's write or sync fails, so
+/// that version never becomes durable: the conflict must not name it.
+fn a_conflict_in_a_failed_batch_is_failed(point: &str, inline: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), config(inline));
+    assert_eq!(log.append_blocking(&put("warm", 0)).unwrap(), Index::new(1));
+    let expects_absent = put("y", 1).condition(node("x"), Index::ZERO);
+    fail::cfg(point, "return").unwrap();
+    let results = futures::executor::block_on(log.append_many(&[put("x", 1), expects_absent]));
+    fail::remove(point);
+    for (t, r) in results.iter().enumerate() {
+        assert!(
+            matches!(r, Err(AppendError::Failed { .. })),
+            "{point}, inline {inline}: transaction {t} of the failed batch: {r:?}"
+        );
+    }
+    drop(log);
+    let log = open(dir.path(), config(inline));
+    assert!(log.read(Index::FIRST, usize::MAX).unwrap().len() <= 2);
 }
 
 /// While the syncer's fdatasync of a large batch hangs, a lone small append behind it must not

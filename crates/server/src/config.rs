@@ -385,10 +385,11 @@ impl ServerConfig {
                 self.http_listen
             ));
         }
-        if !(1..=256).contains(&self.disk_partitions) {
+        if !(1..=spindle_core::DISK_PARTITIONS_MAX).contains(&self.disk_partitions) {
             return bad(format!(
-                "disk_partitions is {}; it must be between 1 and 256",
-                self.disk_partitions
+                "disk_partitions is {}; it must be between 1 and {}",
+                self.disk_partitions,
+                spindle_core::DISK_PARTITIONS_MAX
             ));
         }
         if let Some(js) = &self.jetstream {

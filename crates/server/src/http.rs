@@ -465,10 +465,47 @@ struct ConditionJson {
 #[serde(deny_unknown_fields)]
 struct TxnJson<'a> {
     /// At most 10,000 writes, 8 MiB in all, 1 MiB each.
-    #[serde(borrow)]
+    #[serde(
+        borrow,
+        deserialize_with = "at_most::<_, _, { spindle_core::txn::TXN_RECORDS_MAX }>"
+    )]
     writes: Vec<WriteJson<'a>>,
-    #[serde(default)]
+    /// At most 10,000 conditions.
+    #[serde(
+        default,
+        deserialize_with = "at_most::<_, _, { spindle_core::txn::TXN_CONDITIONS_MAX }>"
+    )]
     conditions: Vec<ConditionJson>,
+}
+
+/// A JSON array of at most `MAX` entries, refused as soon as one more is read: a body of many
+/// tiny entries is not decoded whole (tens of bytes of memory per byte sent) before the
+/// transaction's own limits would refuse it.
+fn at_most<'de, T, D, const MAX: usize>(d: D) -> Result<Vec<T>, D::Error>
+where
+    T: Deserialize<'de>,
+    D: serde::Deserializer<'de>,
+{
+    struct Bounded<T, const MAX: usize>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>, const MAX: usize> serde::de::Visitor<'de> for Bounded<T, MAX> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "an array of at most {MAX} entries")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX));
+            while let Some(entry) = seq.next_element()? {
+                if out.len() == MAX {
+                    return Err(serde::de::Error::custom(format!(
+                        "more than {MAX} entries in an array (the limit)"
+                    )));
+                }
+                out.push(entry);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Bounded::<T, MAX>(std::marker::PhantomData))
 }
 
 /// A committed transaction.
@@ -531,7 +568,8 @@ fn to_transaction(txn: TxnJson<'_>) -> ApiResult<Transaction> {
         (status = 400, description = "Malformed transaction (`bad_request`); nothing written", body = ErrorBody),
         (status = 421, description = "This is a disk-view server (`read_only_role`): append through a node", body = ErrorBody),
         (status = 409, description = "A condition failed (`conflict`, with `failed`); nothing written", body = ErrorBody),
-        (status = 503, description = "The log refuses writes (`log_unavailable`), this api server is a standby (`standby`: another holds the appender lease), or no room for the body in `request_bodies_bytes_max` in time (`busy`); nothing written", body = ErrorBody),
+        (status = 503, description = "The log refuses writes (`log_unavailable`: its outcome is unknown, as when a connection drops — the transaction may be durable; retry with a condition to write it at most once), the log could not start a new segment for a reason other than a full disk (`not_written`; nothing written, the log goes on), this api server is a standby (`standby`: another holds the appender lease; nothing written), or no room for the body in `request_bodies_bytes_max` in time (`busy`; nothing written)", body = ErrorBody),
+        (status = 507, description = "The log needed a new segment and the disk is full (`disk_full`); nothing written, and appends are taken again once space is freed", body = ErrorBody),
     )
 )]
 async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<AppendAnswer>> {
@@ -592,6 +630,26 @@ async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<App
             })
         }
         Err(AppendError::Input(e)) => Err(ApiError::bad(e.to_string())),
+        Err(
+            e @ AppendError::NotWritten {
+                disk_full: true, ..
+            },
+        ) => {
+            Counters::bump(&node.metrics.append_errors, 1);
+            Err(ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "disk_full",
+                e.to_string(),
+            ))
+        }
+        Err(e @ AppendError::NotWritten { .. }) => {
+            Counters::bump(&node.metrics.append_errors, 1);
+            Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not_written",
+                e.to_string(),
+            ))
+        }
         Err(e) => {
             Counters::bump(&node.metrics.append_errors, 1);
             Err(ApiError::new(
@@ -1517,7 +1575,7 @@ async fn get_chunk(
     summary = "Whether the store holds a chunk (no body)",
     params(("id" = String, Path, description = "The chunk's id, 64 hex digits")),
     responses(
-        (status = 200, description = "Held"),
+        (status = 200, description = "Held and durable (a put of it in flight is waited for)"),
         (status = 404, description = "Not held"),
     )
 )]
@@ -1526,7 +1584,10 @@ async fn head_chunk(
     id: Result<Path<String>, PathRejection>,
 ) -> ApiResult<StatusCode> {
     let id = chunk_id(id)?;
-    Ok(if node.chunks.has(&id) {
+    // Only a durable chunk is there: a client may skip its upload on this answer.
+    let n = node.clone();
+    let durable = blocking(move || Ok(n.chunks.has_durable(&id))).await?;
+    Ok(if durable {
         StatusCode::OK
     } else {
         StatusCode::NOT_FOUND

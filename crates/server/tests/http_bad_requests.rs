@@ -112,3 +112,43 @@ fn bad_requests_are_refused_with_json_errors_and_change_nothing() {
     });
     server.stop();
 }
+
+/// A transaction with more writes or conditions than the limit is refused as soon as the
+/// decoder reads one too many (not after decoding the whole body), and writes nothing.
+#[test]
+fn too_many_writes_or_conditions_are_refused_early() {
+    let server = common::TestServer::start(|_| {});
+    let client = server.http(None);
+    server.rt.block_on(async {
+        let write =
+            |i: usize| json!({"item": {"kind": "node", "id": format!("n{i}")}, "value": {}});
+        let condition =
+            |i: usize| json!({"item": {"kind": "node", "id": format!("n{i}")}, "version": 0});
+        let limit = spindle_core::TXN_RECORDS_MAX;
+        let too_many_writes = json!({"writes": (0..=limit).map(write).collect::<Vec<_>>()});
+        let too_many_conditions = json!({"writes": [write(0)],
+            "conditions": (0..=limit).map(condition).collect::<Vec<_>>()});
+        for body in [too_many_writes, too_many_conditions] {
+            let (status, answer) = client
+                .json(Method::POST, "/v1/txn", Some(&body))
+                .await
+                .unwrap();
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+            let message = answer["message"].as_str().unwrap();
+            assert!(message.contains(&format!("more than {limit}")), "{message}");
+        }
+        assert_eq!(
+            server.node.log.durable_index().get(),
+            0,
+            "a refused transaction was written"
+        );
+        // At the limit, it is taken.
+        let full = json!({"writes": (0..limit).map(write).collect::<Vec<_>>()});
+        let (status, answer) = client
+            .json(Method::POST, "/v1/txn", Some(&full))
+            .await
+            .unwrap();
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    });
+    server.stop();
+}

@@ -159,6 +159,19 @@ fn an_input_that_cannot_be_read_is_refused_before_the_directory_is_made() {
     let err = import(&opts, &inputs, &Quiet).unwrap_err();
     assert!(err.to_string().contains("too small"), "{err}");
     assert!(!data.exists(), "a refused budget made the data directory");
+    // A partition count `spindle serve` would not open is refused before any work.
+    for partitions in [0, 257, u64::MAX] {
+        let err = import(&options(&data, partitions), &inputs, &Quiet).unwrap_err();
+        assert!(
+            matches!(err, ImportError::BadPartitions(n) if n == partitions),
+            "{err}"
+        );
+        assert!(err.to_string().contains("between 1 and 256"), "{err}");
+        assert!(
+            !data.exists(),
+            "{partitions} partitions made the data directory"
+        );
+    }
     // Corrected, the same command goes through.
     import(&options(&data, 2), &inputs, &Quiet).unwrap();
 }

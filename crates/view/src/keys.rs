@@ -202,7 +202,7 @@ pub fn transcode_item(prefix: &[u8], out: &mut Vec<u8>) -> Option<()> {
         out.extend_from_slice(&[0, 0]);
         // Copy the runs between escape bytes whole: most fields are one run.
         loop {
-            let run = rest.iter().position(|&b| b == ESCAPE)?;
+            let run = memchr::memchr(ESCAPE, rest)?;
             out.extend_from_slice(&rest[..run]);
             let next = *rest.get(run + 1)?;
             rest = &rest[run + 2..];

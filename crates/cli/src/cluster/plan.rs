@@ -22,7 +22,7 @@ pub const STREAM_REPLICAS_MAX: usize = 3;
 /// Members fit in a /24 next to the bridge's own address (.1): .2 to .251.
 pub const MEMBERS_MAX: usize = 250;
 /// `spindle serve` holds at most this many partitions (`disk_partitions`).
-pub const PARTITIONS_MAX: u64 = 256;
+pub const PARTITIONS_MAX: u64 = spindle_core::DISK_PARTITIONS_MAX;
 
 /// Ports inside a member's own network namespace (each member has its own address).
 pub const NATS_CLIENT_PORT: u16 = 4222;
@@ -98,6 +98,13 @@ pub fn check(shape: &Shape) -> Result<(), String> {
             "--api {}: one API process appends and the others stand by; use at most \
              --api {API_PROCESSES_MAX}",
             shape.api
+        ));
+    }
+    // Bounded first, so the count below cannot wrap.
+    if shape.replicas > MEMBERS_MAX {
+        return Err(format!(
+            "--replicas {}: a cluster holds at most {MEMBERS_MAX} members",
+            shape.replicas
         ));
     }
     let members = member_count(shape);
@@ -304,6 +311,13 @@ pub fn check_add(cluster: &Cluster, partitions: u64, replicas: usize) -> Result<
     }
     if replicas == 0 {
         return Err("--replicas 0: a set needs at least one Disk View server per partition".into());
+    }
+    // Counted before any name is made (partitions ≤ PARTITIONS_MAX, so this cannot wrap).
+    if replicas > MEMBERS_MAX || partitions as usize * replicas > MEMBERS_MAX {
+        return Err(format!(
+            "--partitions {partitions} × --replicas {replicas}: a cluster holds at most \
+             {MEMBERS_MAX} members"
+        ));
     }
     let names = added_names(partitions, replicas);
     if let Some((taken, _)) = names
@@ -573,6 +587,8 @@ mod tests {
             (shape(3, 4, 0, 1), "--replicas 0"),
             (shape(3, 4, 2, 0), "--api 0"),
             (shape(3, 256, 2, 1), "do not fit"),
+            (shape(3, 4, usize::MAX, 1), "--replicas"),
+            (shape(3, 256, usize::MAX / 128, 1), "--replicas"),
         ] {
             let e = check(&s).unwrap_err();
             assert!(e.contains(needle), "{s:?}: {e}");

@@ -67,8 +67,11 @@ pub enum ImportError {
         dir.display()
     )]
     NotEmpty { dir: PathBuf },
-    #[error("--disk-partitions must be at least 1")]
-    NoPartitions,
+    #[error(
+        "--disk-partitions is {0}; it must be between 1 and {max} (what `spindle serve` opens)",
+        max = spindle_core::DISK_PARTITIONS_MAX
+    )]
+    BadPartitions(u64),
     #[error("opening the log: {0}")]
     LogOpen(#[from] spindle_log::OpenError),
     #[error("appending to the log: {0}")]
@@ -199,8 +202,8 @@ pub fn import(
     inputs: &[PathBuf],
     progress: &dyn Progress,
 ) -> Result<ImportReport, ImportError> {
-    if opts.disk_partitions == 0 {
-        return Err(ImportError::NoPartitions);
+    if !(1..=spindle_core::DISK_PARTITIONS_MAX).contains(&opts.disk_partitions) {
+        return Err(ImportError::BadPartitions(opts.disk_partitions));
     }
     let data = &opts.data_dir;
     // Everything that can be checked before the data directory is touched is: a typo in an
