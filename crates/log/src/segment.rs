@@ -157,22 +157,10 @@ pub enum CreateSegmentError {
 }
 
 impl CreateSegmentError {
-    pub fn io(&self) -> &io::Error {
-        match self {
-            CreateSegmentError::Unnamed(e) | CreateSegmentError::Named(e) => e,
-        }
-    }
-
     pub fn into_io(self) -> io::Error {
         match self {
             CreateSegmentError::Unnamed(e) | CreateSegmentError::Named(e) => e,
         }
-    }
-}
-
-impl std::fmt::Display for CreateSegmentError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.io().fmt(f)
     }
 }
 

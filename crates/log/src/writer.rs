@@ -115,6 +115,16 @@ struct RollRefused {
     disk_full: bool,
 }
 
+impl RollRefused {
+    /// What an append that needs a new segment is told meanwhile.
+    fn staged(&self) -> Staged {
+        Staged::NoSegment {
+            cause: self.cause.clone(),
+            disk_full: self.disk_full,
+        }
+    }
+}
+
 /// How long appends that need a new segment are refused without trying after a roll
 /// failed to create one.
 const ROLL_RETRY_MS: u64 = 1000;
@@ -346,10 +356,7 @@ impl Writer {
             // a whole segment, briefly taking the disk's last free space from other writers.
             if let Some(refused) = &self.roll_refused {
                 if refused.at.elapsed() < Duration::from_millis(ROLL_RETRY_MS) {
-                    return Ok(Staged::NoSegment {
-                        cause: refused.cause.clone(),
-                        disk_full: refused.disk_full,
-                    });
+                    return Ok(refused.staged());
                 }
             }
             self.seal()?;
@@ -371,10 +378,7 @@ impl Writer {
                             self.shared.dir.display()
                         ),
                     };
-                    let staged = Staged::NoSegment {
-                        cause: refused.cause.clone(),
-                        disk_full: refused.disk_full,
-                    };
+                    let staged = refused.staged();
                     self.roll_refused = Some(refused);
                     return Ok(staged);
                 }

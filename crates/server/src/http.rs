@@ -630,33 +630,16 @@ async fn append(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Json<App
             })
         }
         Err(AppendError::Input(e)) => Err(ApiError::bad(e.to_string())),
-        Err(
-            e @ AppendError::NotWritten {
-                disk_full: true, ..
-            },
-        ) => {
-            Counters::bump(&node.metrics.append_errors, 1);
-            Err(ApiError::new(
-                StatusCode::INSUFFICIENT_STORAGE,
-                "disk_full",
-                e.to_string(),
-            ))
-        }
-        Err(e @ AppendError::NotWritten { .. }) => {
-            Counters::bump(&node.metrics.append_errors, 1);
-            Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "not_written",
-                e.to_string(),
-            ))
-        }
         Err(e) => {
             Counters::bump(&node.metrics.append_errors, 1);
-            Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "log_unavailable",
-                e.to_string(),
-            ))
+            let (status, code) = match e {
+                AppendError::NotWritten {
+                    disk_full: true, ..
+                } => (StatusCode::INSUFFICIENT_STORAGE, "disk_full"),
+                AppendError::NotWritten { .. } => (StatusCode::SERVICE_UNAVAILABLE, "not_written"),
+                _ => (StatusCode::SERVICE_UNAVAILABLE, "log_unavailable"),
+            };
+            Err(ApiError::new(status, code, e.to_string()))
         }
     }
 }
