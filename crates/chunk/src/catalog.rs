@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::format::{HintEntry, RecordKind, VOLUME_HEADER_LEN};
+use crate::format::{HintEntry, RecordKind, RECORD_HEADER_LEN, VOLUME_HEADER_LEN};
 use crate::id::ChunkId;
 use crate::policy::VolumeUsage;
 use crate::volume::VolumeFile;
@@ -26,7 +26,7 @@ pub struct Loc {
 
 impl Loc {
     pub(crate) fn record_len(&self) -> u64 {
-        crate::format::RECORD_HEADER_LEN + u64::from(self.len)
+        RECORD_HEADER_LEN + u64::from(self.len)
     }
 }
 
@@ -47,6 +47,16 @@ pub struct VolumeStats {
     pub tombstones: u64,
     /// Sealed volumes are never appended to again.
     pub sealed: bool,
+}
+
+impl VolumeStats {
+    /// Bytes of put records whose chunk was deleted or put again elsewhere.
+    pub fn dead_put_bytes(&self) -> u64 {
+        self.bytes
+            .saturating_sub(VOLUME_HEADER_LEN)
+            .saturating_sub(self.live_bytes)
+            .saturating_sub(self.tombstones * RECORD_HEADER_LEN)
+    }
 }
 
 /// Id → location, per-volume usage, open volume files.
@@ -153,6 +163,21 @@ impl Catalog {
         self.volumes.values().map(|s| s.bytes + s.hint_bytes).sum()
     }
 
+    /// Sealed volumes holding records of deleted or superseded chunks, with those records'
+    /// bytes (what rewriting the volume is sure to give back; a tombstone may have to be
+    /// carried forward), most first.
+    pub(crate) fn volumes_with_dead_puts(&self) -> Vec<(u32, u64)> {
+        let mut v: Vec<(u32, u64)> = self
+            .volumes
+            .iter()
+            .filter(|(_, s)| s.sealed)
+            .map(|(&n, s)| (n, s.dead_put_bytes()))
+            .filter(|&(_, dead)| dead > 0)
+            .collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
+    }
+
     /// Usage of every volume, for the compaction policy.
     pub(crate) fn usage(&self) -> Vec<VolumeUsage> {
         self.volumes
@@ -170,7 +195,6 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::RECORD_HEADER_LEN;
 
     fn put(id: ChunkId, offset: u64, len: u32) -> HintEntry {
         HintEntry {

@@ -13,6 +13,7 @@ use spindle_fs::Fs;
 use crate::catalog::Loc;
 use crate::error::{ChunkError, Result};
 use crate::format::{self, RecordHeader, RecordKind, RECORD_HEADER_LEN};
+use crate::id::ChunkId;
 use crate::policy;
 use crate::store::{CompactionReport, Shared};
 use crate::volume;
@@ -38,14 +39,50 @@ impl Shared {
                 }
             }
         }
-        // What was rewritten counts even when a later volume failed.
+        self.count_compaction(&report);
+        result.map(|()| report)
+    }
+
+    /// What a compaction rewrote counts even when a later volume failed.
+    fn count_compaction(&self, report: &CompactionReport) {
         let mut totals = self.compaction_totals.lock();
         totals.runs += 1;
         totals.volumes += report.volumes.len() as u64;
         totals.chunks_moved += report.chunks_moved;
         totals.bytes_reclaimed += report.bytes_reclaimed;
-        drop(totals);
-        result.map(|()| report)
+    }
+
+    /// A put did not fit (`fits` says whether it does now): give back the space of deleted
+    /// chunks, whatever the compaction policy would wait for. The writer seals each active
+    /// volume holding records of deleted chunks (compaction rewrites only sealed ones, and
+    /// deletes alone never seal a volume), then the sealed volumes holding the most such
+    /// records are rewritten, one at a time, until the put fits or none is left. Returns
+    /// whether anything was rewritten.
+    pub(crate) fn reclaim_space(&self, fits: impl Fn() -> bool) -> Result<bool> {
+        let seq = self.enqueue_when_room(ChunkId::from_bytes([0; 32]), OpKind::SealForSpace, 0)?;
+        self.wait_seq(seq)?;
+        let _one_at_a_time = self.compaction_lock.lock();
+        let mut report = CompactionReport::default();
+        let mut result = Ok(());
+        let candidates = self.catalog.read().volumes_with_dead_puts();
+        for (volume, _) in candidates {
+            if fits() {
+                break;
+            }
+            if let Err(e) = self.compact_volume(volume, &mut report) {
+                if result.is_ok() {
+                    result = Err(e);
+                }
+                if self.queue.lock().failed.is_some() {
+                    break;
+                }
+            }
+        }
+        let rewrote = !report.volumes.is_empty();
+        if rewrote {
+            self.count_compaction(&report);
+        }
+        result.map(|()| rewrote)
     }
 
     /// Whether any sealed volume passes the compaction policy now.

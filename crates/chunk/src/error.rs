@@ -38,7 +38,8 @@ pub enum ChunkError {
          {space_bytes_max} are used (delete and compact, or raise space_bytes_max)"
     )]
     SpaceExhausted {
-        /// Bytes the put would add (record plus its hint entry).
+        /// Bytes the put may add: its record, its hint entry, and a new volume's header and
+        /// empty hint should it be the one to start its lane's next volume.
         needed_bytes: u64,
         /// Bytes in use, including puts still in the write buffer.
         used_bytes: u64,

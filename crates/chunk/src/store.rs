@@ -205,7 +205,8 @@ pub struct StoreStats {
     pub syncs: u64,
     /// Group commits since open; puts divided by them is the average group-commit size.
     pub group_commits: u64,
-    /// Why the last background compaction failed, if it did.
+    /// Why the last compaction failed, if it did: one in the background, or one a put ran
+    /// to make room for itself (see `ChunkStore::put`).
     pub compaction_error: Option<String>,
     /// Bytes of records queued or being written, not yet durable (at most
     /// `write_buffer_bytes_max`, or one record if a single record is larger).
@@ -368,6 +369,12 @@ impl ChunkStore {
     /// already stored writes nothing and returns at once (or when its pending put is durable).
     /// The store keeps a copy of the bytes until they are durable; `put_bytes` keeps the
     /// caller's own buffer instead.
+    ///
+    /// A put that would take the store past `space_bytes_max` fails with `SpaceExhausted`
+    /// and writes nothing, unless records of deleted chunks would make room: then the put
+    /// first has them rewritten away (the active volumes holding them are sealed, and the
+    /// volumes holding the most are compacted until the put fits, whatever the compaction
+    /// policy), and so may take as long as that compaction.
     pub fn put(&self, data: &[u8]) -> Result<ChunkId> {
         self.put_from(data, ChunkId::of(data), || Bytes::copy_from_slice(data))
     }
@@ -404,22 +411,50 @@ impl ChunkStore {
         // The CRC too is computed here, off the single writer thread.
         let header = RecordHeader::put(id, data);
         let record_bytes = RECORD_HEADER_LEN + len;
-        let needed_bytes = record_bytes + HINT_ENTRY_LEN as u64;
+        // The record, its hint entry, and a new volume's header and empty hint: the put may
+        // be the one that starts its lane's next volume.
+        let needed_bytes = record_bytes
+            + HINT_ENTRY_LEN as u64
+            + format::VOLUME_HEADER_LEN
+            + (HINT_HEADER_LEN + HINT_TRAILER_LEN) as u64;
+        let max = self.shared.opts.space_bytes_max;
+        let mut reclaimed = false;
         let mut q = self.shared.queue.lock();
         let seq = loop {
             usable(&q)?;
             if let Some(&(_, seq)) = q.buffered.get(&id) {
                 break seq;
             }
-            let (in_index, committed) = {
+            let (in_index, committed, dead) = {
                 let cat = self.shared.catalog.read();
-                (cat.index.contains_key(&id), committed_bytes(&cat))
+                let dead: u64 = cat.volumes.values().map(|s| s.dead_put_bytes()).sum();
+                (cat.index.contains_key(&id), committed_bytes(&cat), dead)
             };
             if in_index {
                 return Ok(id);
             }
-            let max = self.shared.opts.space_bytes_max;
             if !policy::put_fits(committed, q.reserved_bytes, needed_bytes, max) {
+                // Deleted chunks' records would make room once rewritten: do that first,
+                // once, rather than refuse a put that deletes have made fit.
+                let room_after = max.saturating_add(dead);
+                if !reclaimed
+                    && policy::put_fits(committed, q.reserved_bytes, needed_bytes, room_after)
+                {
+                    reclaimed = true;
+                    drop(q);
+                    let fits = || {
+                        let q = self.shared.queue.lock();
+                        let committed = committed_bytes(&self.shared.catalog.read());
+                        policy::put_fits(committed, q.reserved_bytes, needed_bytes, max)
+                    };
+                    // A volume that could not be rewritten (a rotten chunk) leaves the put
+                    // refused for space; the status shows why, as for background compaction.
+                    if let Err(e) = self.shared.reclaim_space(fits) {
+                        self.shared.compactor.lock().error = Some(e.to_string());
+                    }
+                    q = self.shared.queue.lock();
+                    continue;
+                }
                 return Err(ChunkError::SpaceExhausted {
                     needed_bytes,
                     used_bytes: committed + q.reserved_bytes,

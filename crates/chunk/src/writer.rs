@@ -49,6 +49,9 @@ pub(crate) enum OpKind {
     },
     /// Compaction: carry a tombstone forward, unless the chunk was put again meanwhile.
     KeepTombstone,
+    /// A put did not fit: seal every active volume holding records of deleted chunks, so
+    /// that compaction may rewrite it (only sealed volumes are). Writes no record.
+    SealForSpace,
 }
 
 /// One queued operation.
@@ -207,6 +210,30 @@ fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
         let mut cur = Written::new(batch_number);
         let mut unhanded_bytes = 0u64;
         for op in batch {
+            if matches!(op.kind, OpKind::SealForSpace) {
+                // Everything written so far is published first: a volume is sealed only
+                // when the catalog knows all of it, and only then does it tell dead records.
+                batch_number += 1;
+                let next = Written::new(batch_number);
+                hand_off(pipe, std::mem::replace(&mut cur, next))?;
+                unhanded_bytes = 0;
+                wait_drained(pipe)?;
+                for lane in 0..lanes.active.len() {
+                    let number = lanes.active[lane].number;
+                    let dead = shared
+                        .catalog
+                        .read()
+                        .volumes
+                        .get(&number)
+                        .map_or(0, |s| s.dead_put_bytes());
+                    if dead > 0 {
+                        seal_and_roll(shared, lanes, lane)?;
+                        cur.sealed = true;
+                    }
+                }
+                cur.ops.push(op);
+                continue;
+            }
             let live = match pipe.inflight.lock().get(&op.id) {
                 Some(&(loc, _)) => loc,
                 None => shared.catalog.read().index.get(&op.id).copied(),
@@ -216,7 +243,10 @@ fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
                 OpKind::Relocate { from, header, .. } if live == Some(*from) => Some(*header),
                 OpKind::Delete => live.map(|_| RecordHeader::tombstone(op.id)),
                 OpKind::KeepTombstone if live.is_none() => Some(RecordHeader::tombstone(op.id)),
-                OpKind::Put { .. } | OpKind::Relocate { .. } | OpKind::KeepTombstone => None,
+                OpKind::Put { .. }
+                | OpKind::Relocate { .. }
+                | OpKind::KeepTombstone
+                | OpKind::SealForSpace => None,
             };
             if let Some(header) = record {
                 let lane = usize::from(format::lane_of(&op.id, lane_count));
@@ -237,7 +267,7 @@ fn write_loop(shared: &Shared, pipe: &Pipe, lanes: &mut Lanes) -> Result<()> {
                 let handles = sync_handles(shared, active)?;
                 let data: &[u8] = match &op.kind {
                     OpKind::Put { data, .. } | OpKind::Relocate { data, .. } => data,
-                    OpKind::Delete | OpKind::KeepTombstone => &[],
+                    OpKind::Delete | OpKind::KeepTombstone | OpKind::SealForSpace => &[],
                 };
                 let entry = append(shared, active, header, data)?;
                 unhanded_bytes += header.record_len();
