@@ -79,6 +79,13 @@ impl LogConfig {
                 self.segment_bytes
             ));
         }
+        if self.intake_bytes_max > u32::MAX as usize {
+            return Err(format!(
+                "intake_bytes_max {} is above {} (4 GiB - 1)",
+                self.intake_bytes_max,
+                u32::MAX
+            ));
+        }
         if self.intake_bytes_max < TXN_FRAME_BYTES_MAX {
             return Err(format!(
                 "intake_bytes_max {} is below the largest transaction ({TXN_FRAME_BYTES_MAX})",

@@ -441,24 +441,55 @@ impl FileLog {
     /// Append many independent transactions in one submission. Each is its own transaction
     /// (own conditions, own commit index, own outcome, in the order given); they share the
     /// queueing and the reply, which makes pipelined clients cheap.
+    ///
+    /// A call whose transactions take more than the intake bound (`intake_bytes_max`) is
+    /// queued as several submissions, one after the other, so it never waits for more room
+    /// than the bound has.
     pub async fn append_many(&self, txns: &[Transaction]) -> Vec<Result<Index, AppendError>> {
-        let pool = &self.inner.shared.frame_pool;
-        let mut prepared = Prepared::new(txns, pool);
-        if !prepared.has_work() {
-            pool.give(std::mem::take(&mut prepared.frames));
-            return prepared
-                .txns
-                .into_iter()
-                .map(|t| Err(t.rejected.expect("rejected")))
-                .collect();
+        let shared = &self.inner.shared;
+        let pool = &shared.frame_pool;
+        let mut results = Vec::with_capacity(txns.len());
+        // Each part's outcomes, known at once or awaited in order.
+        enum Part {
+            Known(Vec<Result<Index, AppendError>>),
+            Queued(oneshot::Receiver<Vec<Result<Index, AppendError>>>, usize),
         }
-        let (reply, rx) = oneshot::channel();
-        let n = prepared.txns.len();
-        if let Err(e) = self.enqueue(prepared, Reply::Many(reply)).await {
-            return vec![Err(e); n];
+        let mut parts = Vec::new();
+        let mut rest = txns;
+        while !rest.is_empty() {
+            let (mut prepared, taken) =
+                Prepared::new_part(rest, pool, shared.config.intake_bytes_max);
+            rest = &rest[taken..];
+            if !prepared.has_work() {
+                pool.give(std::mem::take(&mut prepared.frames));
+                let rejected = prepared.txns.into_iter();
+                parts.push(Part::Known(
+                    rejected
+                        .map(|t| Err(t.rejected.expect("rejected")))
+                        .collect(),
+                ));
+                continue;
+            }
+            let (reply, rx) = oneshot::channel();
+            match self.enqueue(prepared, Reply::Many(reply)).await {
+                Ok(()) => parts.push(Part::Queued(rx, taken)),
+                Err(e) => {
+                    // Nothing after a refused part is queued: every later outcome is this.
+                    parts.push(Part::Known(vec![Err(e); taken + rest.len()]));
+                    break;
+                }
+            }
         }
-        rx.await
-            .unwrap_or_else(|_| vec![Err(AppendError::Closed); n])
+        for part in parts {
+            match part {
+                Part::Known(outcomes) => results.extend(outcomes),
+                Part::Queued(rx, n) => results.extend(
+                    rx.await
+                        .unwrap_or_else(|_| vec![Err(AppendError::Closed); n]),
+                ),
+            }
+        }
+        results
     }
 
     /// `append` for callers without an async runtime.

@@ -43,6 +43,10 @@ pub(crate) struct PreparedCondition {
 
 /// The most frame bytes `Prepared::new` reserves ahead from its first transaction's size.
 const FRAMES_RESERVE_MAX: usize = 32 << 20;
+/// The most frame bytes one submission to the writer holds before its last transaction
+/// (record offsets into its frames are `u32`): `append_many` splits a larger call.
+pub(crate) const PART_BYTES_MAX: usize = 1 << 30;
+
 /// The most records `Prepared::new` reserves ahead.
 const RECORDS_RESERVE_MAX: usize = 1 << 20;
 
@@ -108,10 +112,25 @@ impl Prepared {
     /// Validate and encode each transaction; bad ones are marked rejected, not queued. A
     /// large submission's frames go into a buffer from `pool` when one is free.
     pub fn new<'a>(txns: impl IntoIterator<Item = &'a Transaction>, pool: &FramePool) -> Self {
+        Self::new_part(txns, pool, PART_BYTES_MAX).0
+    }
+
+    /// `new` of the first transactions of `txns`, stopping once their frames reach
+    /// `bytes_max` (at least one is taken; a transaction's frames are at most
+    /// `TXN_FRAME_BYTES_MAX`); also returns how many it took. Offsets into the frames are
+    /// `u32`, so a part stays well below 4 GiB.
+    pub fn new_part<'a>(
+        txns: impl IntoIterator<Item = &'a Transaction>,
+        pool: &FramePool,
+        bytes_max: usize,
+    ) -> (Self, usize) {
+        let bytes_max = bytes_max.min(PART_BYTES_MAX);
         let mut p = Prepared::default();
         let mut txns = txns.into_iter();
         let (count, _) = txns.size_hint();
-        let Some(first) = txns.next() else { return p };
+        let Some(first) = txns.next() else {
+            return (p, 0);
+        };
         // Frames of about the first transaction's size for each (capped): a large
         // submission encodes into a kept buffer when one is free.
         let first_bytes = first
@@ -135,10 +154,15 @@ impl Prepared {
             p.frames
                 .reserve(rest.saturating_mul(p.frames.len()).min(FRAMES_RESERVE_MAX));
         }
+        let mut taken = 1;
         for txn in txns {
+            if p.frames.len() >= bytes_max {
+                break;
+            }
             p.push(txn);
+            taken += 1;
         }
-        p
+        (p, taken)
     }
 
     fn push(&mut self, txn: &Transaction) {
@@ -276,6 +300,28 @@ mod tests {
             key,
             ItemKey::edge("a", "l", "b").unwrap().to_bytes().as_slice()
         );
+    }
+
+    #[test]
+    fn a_part_stops_once_its_frames_reach_the_bound() {
+        let value = Value::json(format!(r#"{{"pad":"{}"}}"#, "x".repeat(100))).unwrap();
+        let txns: Vec<_> = (0..10)
+            .map(|i| Transaction::single(ItemKey::node(format!("n{i}")).unwrap(), value.clone()))
+            .collect();
+        let pool = FramePool::default();
+        let (whole, taken) = Prepared::new_part(&txns, &pool, usize::MAX);
+        assert_eq!(taken, 10);
+        let one = whole.frames.len() / 10;
+        // Taken while the frames so far are below the bound: the one that reaches it is last.
+        let (part, taken) = Prepared::new_part(&txns, &pool, 2 * one + 1);
+        assert_eq!((taken, part.txns.len(), part.frames.len()), (3, 3, 3 * one));
+        let (part, taken) = Prepared::new_part(&txns, &pool, 2 * one);
+        assert_eq!((taken, part.frames.len()), (2, 2 * one));
+        // At least one, however small the bound.
+        let (part, taken) = Prepared::new_part(&txns[4..], &pool, 0);
+        assert_eq!((taken, part.txns.len()), (1, 1));
+        assert_eq!(part.frames, whole.frames[4 * one..5 * one]);
+        assert_eq!(Prepared::new_part(&txns[..0], &pool, 0).1, 0);
     }
 
     #[test]

@@ -134,10 +134,20 @@ pub fn decode_header(h: &[u8]) -> Result<Index, String> {
     if h[28..32] != [0; 4] {
         return Err("reserved header bytes 28..32 are not zero".to_owned());
     }
-    Ok(Index::new(u64::from_le_bytes(
-        h[16..24].try_into().expect("8 bytes"),
-    )))
+    let first = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
+    if first == 0 || first > FIRST_INDEX_MAX {
+        return Err(format!(
+            "first index {first} is outside 1..={FIRST_INDEX_MAX}"
+        ));
+    }
+    Ok(Index::new(first))
 }
+
+/// The largest first index a segment header may declare: 2^62, far past any index a log can
+/// reach (2^62 appends at one a nanosecond take 146 years), and low enough that no index in
+/// a segment reaches the version table's delete bit (2^63), since a segment holds fewer
+/// than 2^62 records.
+pub const FIRST_INDEX_MAX: u64 = 1 << 62;
 
 /// The unsynced window a header declares (0: unknown). Call after `decode_header` accepted it.
 pub fn header_unsynced_window(h: &[u8]) -> u64 {
@@ -323,6 +333,15 @@ mod tests {
             let mut bad = h;
             bad[i] ^= 1;
             assert!(decode_header(&bad).is_err(), "flip at {i}");
+        }
+        // A header whose checksum holds but whose first index no log reaches.
+        assert_eq!(
+            decode_header(&encode_header(Index::new(FIRST_INDEX_MAX), 0)),
+            Ok(Index::new(FIRST_INDEX_MAX))
+        );
+        for first in [0, FIRST_INDEX_MAX + 1, 1 << 63, u64::MAX] {
+            let err = decode_header(&encode_header(Index::new(first), 0)).unwrap_err();
+            assert!(err.contains("outside"), "{first}: {err}");
         }
     }
 }

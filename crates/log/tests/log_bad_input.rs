@@ -81,3 +81,40 @@ fn every_bad_input_is_refused_and_writes_nothing() {
     assert_eq!(records.len(), 1);
     assert_eq!(log.append_blocking(&put("ok", 2)).unwrap(), Index::new(2));
 }
+
+/// A config the log cannot honour is refused at open with a message naming the setting.
+#[test]
+fn configs_out_of_range_are_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    for (config, setting) in [
+        (
+            LogConfig {
+                intake_bytes_max: u32::MAX as usize + 1,
+                ..LogConfig::default()
+            },
+            "intake_bytes_max",
+        ),
+        (
+            LogConfig {
+                intake_bytes_max: 1,
+                ..LogConfig::default()
+            },
+            "intake_bytes_max",
+        ),
+        (
+            LogConfig {
+                segment_bytes: 100,
+                ..LogConfig::default()
+            },
+            "segment_bytes",
+        ),
+    ] {
+        let err = spindle_log::FileLog::open(dir.path(), config).unwrap_err();
+        assert!(err.to_string().contains(setting), "{err}");
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "a refused open creates nothing"
+    );
+}

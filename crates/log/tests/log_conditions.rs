@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use spindle_core::Transaction;
-use spindle_log::{AppendError, FailedCondition, Index};
+use spindle_core::{Transaction, Value};
+use spindle_log::{AppendError, FailedCondition, Index, LogConfig};
 
 #[test]
 fn conflicts_name_each_failed_condition_and_write_nothing() {
@@ -94,4 +94,72 @@ fn one_submission_of_many_transactions_gets_one_outcome_each_in_order() {
     assert_eq!(results[3], Ok(Index::new(2)));
     assert_eq!(results[4], Ok(Index::new(4)));
     assert_eq!(log.read(Index::FIRST, 100).unwrap().len(), 4);
+}
+
+/// A submission larger than the intake bound is queued in parts, one after the other: each
+/// transaction still gets its own outcome in order, and a condition sees the versions written
+/// by transactions of an earlier part of the same call.
+#[test]
+fn a_submission_past_the_intake_bound_is_queued_in_parts_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        intake_bytes_max: spindle_log::config::TXN_FRAME_BYTES_MAX,
+        ..LogConfig::default()
+    };
+    let log = open(dir.path(), config);
+    // About a third of the bound each: a part holds three or four of them.
+    let pad = "x".repeat(900 << 10);
+    let big = |id: &str, n: usize| {
+        let mut txn = Transaction::new();
+        for i in 0..3 {
+            let value = Value::json(format!(r#"{{"n":{n},"i":{i},"pad":"{pad}"}}"#)).unwrap();
+            txn = txn.write(node(&format!("{id}-{i}")), value);
+        }
+        txn
+    };
+    let mut txns = Vec::new();
+    let mut expected = Vec::new();
+    let mut next = 1u64;
+    for n in 0..24 {
+        let id = format!("k{}", n % 6);
+        match n % 8 {
+            // Bad input, in whichever part it falls.
+            5 => {
+                txns.push(Transaction::new());
+                expected.push(None);
+            }
+            // A condition on what this call wrote six transactions before (an earlier part).
+            7 => {
+                let at = expected[n - 6].expect("written") + 2;
+                txns.push(
+                    big(&id, n).condition(node(&format!("k{}-2", (n - 6) % 6)), Index::new(at)),
+                );
+                expected.push(Some(next));
+                next += 3;
+            }
+            _ => {
+                txns.push(big(&id, n));
+                expected.push(Some(next));
+                next += 3;
+            }
+        }
+    }
+    // A stale condition: on the version of k1-2 that transaction 1 wrote, which later parts
+    // of this call overwrote.
+    let stale = Index::new(expected[1].expect("written") + 2);
+    txns.push(Transaction::single(node("k1-2"), obj(0)).condition(node("k1-2"), stale));
+    let results = futures::executor::block_on(log.append_many(&txns));
+    assert_eq!(results.len(), txns.len());
+    for (n, (got, want)) in results.iter().zip(&expected).enumerate() {
+        match want {
+            Some(first) => assert_eq!(*got, Ok(Index::new(first + 2)), "transaction {n}"),
+            None => assert!(matches!(got, Err(AppendError::Input(_))), "transaction {n}"),
+        }
+    }
+    assert!(
+        matches!(results.last().unwrap(), Err(AppendError::Conflict { .. })),
+        "{:?}",
+        results.last()
+    );
+    assert_eq!(log.durable_index(), Index::new(next - 1));
 }
