@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use spindle_chunk::{ChunkId, ChunkStore, Options};
+use spindle_chunk::{ChunkError, ChunkId, ChunkStore, Options};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -63,22 +63,66 @@ fn check_all(store: &ChunkStore, model: &HashMap<ChunkId, Vec<u8>>) {
     assert_eq!(store.used_bytes(), common::disk_bytes(store.dir()));
 }
 
+/// What the store checks a put against: its files, plus the hints its unsealed volumes
+/// will need (docs/chunk-format.md, "Space").
+fn committed_bytes(volumes: &[(u32, spindle_chunk::VolumeStats)]) -> u64 {
+    use spindle_chunk::format::{HINT_ENTRY_LEN, HINT_HEADER_LEN, HINT_TRAILER_LEN};
+    volumes
+        .iter()
+        .map(|(_, v)| {
+            let hint =
+                (HINT_HEADER_LEN + HINT_TRAILER_LEN) as u64 + v.records * HINT_ENTRY_LEN as u64;
+            v.bytes + v.hint_bytes.max(hint)
+        })
+        .sum()
+}
+
 fn run(ops: Vec<Op>, mut opts: Options) {
     let dir = tempfile::tempdir().unwrap();
     let mut store = ChunkStore::open(dir.path(), opts.clone()).unwrap();
     let mut model: HashMap<ChunkId, Vec<u8>> = HashMap::new();
+    let limit = opts.space_bytes_max;
     for op in ops {
         match op {
             Op::Put { seed, len } => {
                 let data = bytes(seed, len);
+                let used_before = store.used_bytes();
                 // Both ways in: a borrowed slice (copied) and a handed-over buffer.
-                let id = if seed % 2 == 0 {
-                    store.put(&data).unwrap()
+                let put = if seed % 2 == 0 {
+                    store.put(&data)
                 } else {
-                    store.put_bytes(data.clone().into()).unwrap()
+                    store.put_bytes(data.clone().into())
                 };
-                assert_eq!(id, ChunkId::of(&data));
-                model.insert(id, data);
+                match put {
+                    Ok(id) => {
+                        assert_eq!(id, ChunkId::of(&data));
+                        model.insert(id, data);
+                    }
+                    // Refused only past the space limit, and only once no volume holds a
+                    // deleted chunk's record any more (the put reclaimed them all first),
+                    // or when even all of them would not have made room.
+                    Err(ChunkError::SpaceExhausted { needed_bytes, .. }) => {
+                        assert!(limit < u64::MAX);
+                        let volumes = store.stats().volumes;
+                        let dead: u64 = volumes.iter().map(|(_, v)| v.dead_put_bytes()).sum();
+                        let committed = committed_bytes(&volumes);
+                        assert!(
+                            dead == 0 || committed + needed_bytes > limit + dead,
+                            "refused with {dead} dead bytes, {committed} committed, \
+                             {needed_bytes} needed"
+                        );
+                        assert!(!model.contains_key(&ChunkId::of(&data)));
+                        assert!(!store.has(&ChunkId::of(&data)));
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+                // A put (and what it reclaims) never takes the store past its limit. (A reopen
+                // that changes the number of lanes starts new volumes whatever the limit.)
+                let used = store.used_bytes();
+                assert!(
+                    used <= limit.max(used_before),
+                    "{used} used, {used_before} before"
+                );
             }
             Op::Get { seed, len } => {
                 let id = ChunkId::of(&bytes(seed, len));
@@ -124,6 +168,27 @@ proptest! {
         // Volumes of a few records each, so seals and compactions happen often.
         run(ops, Options {
             volume_bytes_max: 4 << 10,
+            active_volumes: lanes,
+            ..common::small_opts()
+        });
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// The same under a space limit of a few volumes: puts past it are refused and write
+    /// nothing, puts that deleted chunks make room for reclaim it first (sealing the volumes
+    /// being appended to when they hold the dead records), and nothing else changes.
+    #[test]
+    fn store_matches_a_map_at_its_space_limit(
+        ops in proptest::collection::vec(op(), 1..160),
+        lanes in 1usize..=3,
+        volumes in 1u64..=4,
+    ) {
+        run(ops, Options {
+            volume_bytes_max: 4 << 10,
+            space_bytes_max: volumes * (4 << 10) + 512,
             active_volumes: lanes,
             ..common::small_opts()
         });
