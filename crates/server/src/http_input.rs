@@ -195,13 +195,49 @@ fn kib(bytes: usize) -> u32 {
     u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
 }
 
+/// When an admitted body must have its next bytes. A body holds its whole share of the
+/// budget while it arrives, so one that trickles in (or stops) would hold it for all of
+/// `request_body_ms_max`: instead, after a grace (a tenth of that time, at least 1 s), it
+/// must keep the pace that brings its share in within that time, or it is cut. A client
+/// that holds a share must send it; one that sends nothing gives its share back after the
+/// grace.
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    start: Instant,
+    grace: Duration,
+    time_max: Duration,
+    share: usize,
+    end: Instant,
+}
+
+impl Pace {
+    fn new(start: Instant, time_max: Duration, share: usize) -> Pace {
+        let grace = (time_max / 10).max(Duration::from_secs(1)).min(time_max);
+        Pace {
+            start,
+            grace,
+            time_max,
+            share: share.max(1),
+            end: start + time_max,
+        }
+    }
+
+    /// The latest the next bytes may come, `received` bytes having come.
+    fn deadline(&self, received: usize) -> Instant {
+        let due = self.time_max.as_secs_f64() * (received as f64 / self.share as f64);
+        (self.start + self.grace + Duration::from_secs_f64(due.min(self.time_max.as_secs_f64())))
+            .min(self.end)
+    }
+}
+
 /// Read a body of at most `limit` bytes, taking its bytes from `budget`. Before its first
 /// byte is read a body takes its whole share at once — all of a declared `Content-Length`,
 /// else `limit`, of which what the body did not use is given back once it is read — so no
 /// body ever holds part of the budget while it waits for more. A body the budget has no
 /// room for within `time_max` is `503 busy`; a declared length over the limit is refused
 /// before anything is read; an admitted body that has not arrived within `time_max` of
-/// its admission is `408`.
+/// its admission, or falls behind the pace that would bring it in by then (`Pace`), is
+/// `408`.
 pub async fn read_body(
     body: Body,
     limit: usize,
@@ -239,18 +275,33 @@ pub async fn read_body(
             ),
         ));
     };
-    let deadline = Instant::now() + time_max;
+    let pace = Pace::new(Instant::now(), time_max, share);
     // A body that arrives in one frame is kept as it came; one of several is gathered into
     // a buffer that never grows past the body's share.
     let mut first: Option<Bytes> = None;
     let mut buf: Vec<u8> = Vec::new();
     let mut body = std::pin::pin!(body);
     loop {
+        let received = first.as_ref().map_or(buf.len(), Bytes::len);
+        let deadline = pace.deadline(received);
         let frame = match tokio::time::timeout_at(deadline, body.as_mut().frame()).await {
             Ok(None) => break,
             Ok(Some(Ok(frame))) => frame,
             Ok(Some(Err(e))) => {
                 return Err(ApiError::bad(format!("request body broke off: {e}")));
+            }
+            Err(_) if deadline < pace.end => {
+                return Err(ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "body_timeout",
+                    format!(
+                        "the request body fell behind: {received} of its {share} bytes arrived \
+                         in {} ms, slower than the pace that brings it in within {} ms \
+                         (request_body_ms_max)",
+                        deadline.duration_since(pace.start).as_millis(),
+                        time_max.as_millis()
+                    ),
+                ))
             }
             Err(_) => {
                 return Err(ApiError::new(
@@ -315,6 +366,25 @@ mod tests {
         for bad in ["%FF", "%C3", "%", "%4", "%zz", "%+1", "a%ed%a0%80"] {
             assert!(decode_component(bad).is_err(), "{bad:?} was accepted");
         }
+    }
+
+    #[test]
+    fn a_body_must_keep_the_pace_that_brings_it_in_on_time() {
+        let start = Instant::now();
+        let secs = Duration::from_secs;
+        let pace = Pace::new(start, secs(30), 1000);
+        // Nothing yet: the grace (a tenth of the time).
+        assert_eq!(pace.deadline(0), start + secs(3));
+        // Half of it: half of the time, after the grace.
+        assert_eq!(pace.deadline(500), start + secs(18));
+        // All of it, or more (a body of unknown length): never past the time.
+        assert_eq!(pace.deadline(1000), start + secs(30));
+        assert_eq!(pace.deadline(5000), start + secs(30));
+        // The grace is at least a second, and never past the time itself.
+        assert_eq!(Pace::new(start, secs(5), 10).deadline(0), start + secs(1));
+        let short = Duration::from_millis(300);
+        assert_eq!(Pace::new(start, short, 10).deadline(0), start + short);
+        assert_eq!(Pace::new(start, short, 0).deadline(0), start + short);
     }
 
     #[test]

@@ -209,3 +209,61 @@ fn a_budget_smaller_than_the_largest_body_is_refused() {
     let e = c.validate().unwrap_err().to_string();
     assert!(e.contains("request_bodies_bytes_max"), "{e}");
 }
+
+/// A body that stops arriving gives its share back once it falls behind the pace that would
+/// bring it in within `request_body_ms_max` (after a grace of a tenth of that time), not at
+/// the end of that time; a slow body that keeps the pace is read whole.
+#[test]
+fn a_stalled_body_gives_its_share_back_after_the_grace_and_a_paced_one_is_read() {
+    let server = common::TestServer::start(|c| {
+        small_budget(c);
+        c.request_body_ms_max = 20_000;
+    });
+    let addr = server.bound.http;
+    let node = server.node.clone();
+    // Declares 60 KiB, sends 10 bytes, then nothing.
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let start = Instant::now();
+    write!(
+        s,
+        "POST /v1/txn HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{{\"writes\":",
+        60 << 10
+    )
+    .unwrap();
+    wait_until("the declared length to be held", || {
+        node.body_budget.held_bytes() == 60 << 10
+    });
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    let waited = start.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("fell behind"), "{answer}");
+    // The grace is 2 s; the whole time 20 s.
+    assert!(
+        waited >= Duration::from_millis(1900) && waited < Duration::from_secs(12),
+        "cut after {waited:?}"
+    );
+    wait_until("the budget to be free", || {
+        node.body_budget.held_bytes() == 0
+    });
+    // 20 KiB in pieces of 2 KiB every 400 ms (5 KiB/s; the pace asks 1 KiB/s): read whole.
+    let body = txn_of("paced", 20 << 10);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "POST /v1/txn HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    for piece in body.chunks(2 << 10) {
+        s.write_all(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
