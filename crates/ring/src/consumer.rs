@@ -99,7 +99,8 @@ impl<T> Consumer<T> {
 
     fn batch_to(&mut self, cursor: u64) -> Batch<'_, T> {
         let start = self.next;
-        let end = cursor.min(start + self.batch_events_max);
+        // Saturating: a bound of `u64::MAX` means no bound.
+        let end = cursor.min(start.saturating_add(self.batch_events_max));
         Batch {
             consumer: self,
             start,
@@ -243,5 +244,28 @@ mod tests {
             .map(|_| consumer.wait_batch().unwrap().len())
             .collect();
         assert_eq!(lens, vec![3, 3, 1]);
+    }
+
+    #[test]
+    fn a_batch_bound_of_u64_max_is_no_bound() {
+        let (mut producer, ring) = RingBuilder::new(8).build::<u64>().unwrap();
+        let mut consumer = ring.join_at("c", 0).unwrap();
+        producer.claim(1).publish();
+        assert_eq!(consumer.wait_batch().unwrap().len(), 1);
+        consumer.set_batch_events_max(u64::MAX);
+        let mut claim = producer.claim(2);
+        claim.fill(|s, v| *v = s);
+        claim.publish();
+        let mut seen = Vec::new();
+        {
+            let batch = consumer.wait_batch().unwrap();
+            assert_eq!(batch.len(), 2);
+            batch.for_each(|s, v, _| seen.push((s, *v)));
+        }
+        assert_eq!(seen, vec![(1, 1), (2, 2)]);
+        assert!(
+            consumer.try_batch().is_none(),
+            "the consumer moved past both"
+        );
     }
 }
