@@ -350,6 +350,7 @@ impl ServerConfig {
             ring_slots: self.carousel_ring_slots,
             groups_max: self.carousel_groups_max,
             item_shared_bytes_max: spindle_view::carousel::ITEM_SHARED_BYTES_MAX_DEFAULT,
+            idle_chunk_ms: spindle_view::carousel::IDLE_CHUNK_MS_DEFAULT,
         }
     }
 

@@ -13,7 +13,6 @@ use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use spindle_core::{Index, Partition};
 use spindle_view::boot::{BootSource, FrameBatches};
-use spindle_view::frame::{FrameReader, FrameRef};
 use spindle_view::{CatalogEntry, IterError, IterRequest, Kinds, Plan, Role};
 
 use crate::client::{grpc_connect, iterate, HttpClient};
@@ -216,10 +215,7 @@ impl BootSource for RemoteSource {
         tracing::info!("booting from {} ({})", view.name(), view.grpc);
         Ok(Box::new(RemoteBatches {
             view,
-            cut,
-            range: Partition::new(req.range_lo, req.range_hi).expect("a plan source's range"),
             stream,
-            last: Bytes::new(),
             rt: self.rt.clone(),
         }))
     }
@@ -240,11 +236,7 @@ impl BootSource for RemoteSource {
 /// A remote iteration: one gRPC message per batch.
 struct RemoteBatches {
     view: RemoteView,
-    cut: Index,
-    range: Partition,
     stream: tonic::Streaming<proto::FrameChunk>,
-    /// The last message received: it must end with the end frame at the cut.
-    last: Bytes,
     rt: tokio::runtime::Handle,
 }
 
@@ -268,34 +260,11 @@ impl FrameBatches for RemoteBatches {
             )),
             Ok(Ok(Some(chunk))) => {
                 buf.extend_from_slice(&chunk.frames);
-                self.last = chunk.frames;
                 Ok(false)
             }
-            Ok(Ok(None)) => {
-                let mut end = None;
-                let mut reader = FrameReader::new(&self.last);
-                while let Some(frame) = reader.next_ref() {
-                    if let Ok(FrameRef::End(e)) = frame {
-                        end = Some(e);
-                    }
-                }
-                match end {
-                    Some(e) if e.cut == self.cut && e.range == self.range => Ok(true),
-                    Some(e) => Err(remote_err(
-                        &self.view,
-                        format!(
-                            "the stream ended at cut {} over {:?}, not at {} over {:?}",
-                            e.cut, e.range, self.cut, self.range
-                        ),
-                        true,
-                    )),
-                    None => Err(remote_err(
-                        &self.view,
-                        "the stream ended without its end frame".into(),
-                        true,
-                    )),
-                }
-            }
+            // The end frame is checked by the boot (`iterate_source`): the last frame, at
+            // the cut, over the range, counting every version frame.
+            Ok(Ok(None)) => Ok(true),
         }
     }
 }

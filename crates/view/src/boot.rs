@@ -224,6 +224,12 @@ fn iterate_source<S: BootSource + ?Sized, T>(
     let range =
         Partition::new(req.range_lo, req.range_hi).expect("a source's range is a partition");
     let mut buf = Vec::with_capacity(BOOT_BATCH_BYTES + (64 << 10));
+    // Version frames received, and whether the end frame came (it must be the last frame,
+    // at the cut, over the range asked, and count every version frame before it: a chunk
+    // lost or repeated on the way would otherwise go unnoticed).
+    let mut received = 0u64;
+    let mut ended = false;
+    let mut once = req.latest_only.then(LatestOnce::default);
     loop {
         buf.clear();
         let done = it.fill(&mut buf, BOOT_BATCH_BYTES)?;
@@ -233,14 +239,28 @@ fn iterate_source<S: BootSource + ?Sized, T>(
         let mut reader = FrameReader::new(&buf);
         while let Some(frame) = reader.next_ref() {
             let frame = frame.map_err(|e| view.corrupt(e.to_string()))?;
-            let FrameRef::Version {
-                flags,
-                index,
-                key,
-                value,
-            } = frame
-            else {
-                continue;
+            if ended {
+                return Err(view.corrupt("a frame after the end frame".into()));
+            }
+            let (flags, index, key, value) = match frame {
+                FrameRef::Version {
+                    flags,
+                    index,
+                    key,
+                    value,
+                } => (flags, index, key, value),
+                FrameRef::End(end) => {
+                    let want = (cut, range, received);
+                    if (end.cut, end.range, end.frames) != want {
+                        return Err(view.corrupt(format!(
+                            "the end frame says cut {}, range {:?}, {} frames; the source \
+                             was asked for cut {cut} over {range:?} and sent {received} frames",
+                            end.cut, end.range, end.frames
+                        )));
+                    }
+                    ended = true;
+                    continue;
+                }
             };
             // Invariant 6: nothing above the cut.
             if index > cut {
@@ -248,9 +268,22 @@ fn iterate_source<S: BootSource + ?Sized, T>(
             }
             // Nothing outside the asked range either: a booting view files each item under
             // its source's range, where reads of another range's item would never find it.
-            if !std::ptr::eq(key, in_range) {
+            if std::ptr::eq(key, in_range) {
+                // A same-item frame: a second version of the item before it.
+                if once.is_some() {
+                    return Err(view.corrupt(format!(
+                        "a latest-only iteration sent an item twice (the second at {index})"
+                    )));
+                }
+            } else {
                 match ItemKey::hash_of_encoded(key) {
-                    Some(hash) if range.contains(hash) => in_range = key,
+                    Some(hash) if range.contains(hash) => {
+                        in_range = key;
+                        if let Some(once) = &mut once {
+                            once.admit(hash, key)
+                                .map_err(|why| view.corrupt(format!("{why} (at {index})")))?;
+                        }
+                    }
                     Some(hash) => {
                         return Err(view.corrupt(format!(
                             "the version at {index} is of an item whose hash {hash:#x} is \
@@ -263,6 +296,7 @@ fn iterate_source<S: BootSource + ?Sized, T>(
                 }
             }
             frames += 1;
+            received += 1;
             let frame = BootFrame {
                 source,
                 index,
@@ -279,7 +313,128 @@ fn iterate_source<S: BootSource + ?Sized, T>(
         // Lets a test slow a boot down enough to watch its progress.
         fail::fail_point!("boot::batch");
         if done {
+            if !ended {
+                return Err(view.corrupt("the source ended without its end frame".into()));
+            }
             return Ok(());
+        }
+    }
+}
+
+/// In a latest-only stream each item comes once: a repeat is a source's bug, and a value
+/// then a tombstone of one item would otherwise boot it live. Items come in the order of
+/// their Disk View keys, hash first, but for one wrap: a carousel rider boards mid-
+/// revolution, so its stream runs from where it boarded to its range's end, then from the
+/// range's start back to there. So each item's hash is at least the one before, but for
+/// one descent, after which it stays at most the first item's hash; and an item whose hash
+/// equals the one before (or, after the wrap, the first item's) must not be one of the
+/// items of that hash already seen. Together these catch any repeat: to come back to an
+/// item, the stream must descend to its hash. Costs a comparison and a copy of the key per
+/// item (`KeyRun`).
+#[derive(Debug, Default)]
+struct LatestOnce {
+    first_hash: Option<u32>,
+    /// The keys of the first hash, seen before any other.
+    first_keys: KeyRun,
+    last_hash: u32,
+    /// The keys of `last_hash` seen since it began.
+    last_keys: KeyRun,
+    wrapped: bool,
+}
+
+impl LatestOnce {
+    fn admit(&mut self, hash: u32, key: &[u8]) -> Result<(), String> {
+        let Some(first) = self.first_hash else {
+            self.first_hash = Some(hash);
+            self.last_hash = hash;
+            self.first_keys.push(key);
+            self.last_keys.push(key);
+            return Ok(());
+        };
+        let twice = || "a latest-only iteration sent an item twice".to_owned();
+        let same_as_first = !self.wrapped && hash == first && self.last_hash == first;
+        if hash > self.last_hash {
+            if self.wrapped && hash > first {
+                return Err(format!(
+                    "a latest-only iteration came back past where it began (item hash \
+                     {hash:#x} after wrapping from {first:#x})"
+                ));
+            }
+            self.last_keys.clear();
+        } else if hash < self.last_hash {
+            if self.wrapped {
+                return Err(format!(
+                    "a latest-only iteration sent items out of order (hash {hash:#x} after \
+                     {:#x}, past its one wrap)",
+                    self.last_hash
+                ));
+            }
+            self.wrapped = true;
+            self.last_keys.clear();
+        } else if self.last_keys.contains(key) {
+            return Err(twice());
+        }
+        if self.wrapped && hash == first && self.first_keys.contains(key) {
+            return Err(twice());
+        }
+        self.last_hash = hash;
+        self.last_keys.push(key);
+        if same_as_first {
+            self.first_keys.push(key);
+        }
+        Ok(())
+    }
+}
+
+/// The keys of a run of one hash. Most runs are one item, kept back to back without an
+/// allocation per key; a node shares its hash with all its out-edges, so a run past
+/// `KEY_RUN_SCAN_MAX` keys moves into a hash set (a scan of each key against all before
+/// it would be quadratic in a node's out-degree).
+#[derive(Debug, Default)]
+struct KeyRun {
+    bytes: Vec<u8>,
+    lens: Vec<usize>,
+    set: Option<std::collections::HashSet<Box<[u8]>>>,
+}
+
+const KEY_RUN_SCAN_MAX: usize = 16;
+
+impl KeyRun {
+    fn push(&mut self, key: &[u8]) {
+        if let Some(set) = &mut self.set {
+            set.insert(key.into());
+            return;
+        }
+        self.bytes.extend_from_slice(key);
+        self.lens.push(key.len());
+        if self.lens.len() > KEY_RUN_SCAN_MAX {
+            let mut set = std::collections::HashSet::with_capacity(4 * KEY_RUN_SCAN_MAX);
+            set.extend(self.keys().map(Box::from));
+            self.set = Some(set);
+            self.bytes.clear();
+            self.lens.clear();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.lens.clear();
+        self.set = None;
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        let mut at = 0;
+        self.lens.iter().map(move |&n| {
+            let k = &self.bytes[at..at + n];
+            at += n;
+            k
+        })
+    }
+
+    fn contains(&self, key: &[u8]) -> bool {
+        match &self.set {
+            Some(set) => set.contains(key),
+            None => self.keys().any(|k| k == key),
         }
     }
 }
@@ -305,6 +460,55 @@ impl<S: BootSource + ?Sized> BootSource for BootSourceRef<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Feed (hash, key) items; the index of the first refused, if any.
+    fn refused_at(items: &[(u32, &str)]) -> Option<usize> {
+        let mut once = LatestOnce::default();
+        items
+            .iter()
+            .position(|(h, k)| once.admit(*h, k.as_bytes()).is_err())
+    }
+
+    #[test]
+    fn latest_only_items_come_once_with_one_wrap() {
+        // In order, and wrapped once back to below where it began.
+        assert_eq!(
+            refused_at(&[(5, "a"), (5, "b"), (9, "c"), (1, "d"), (5, "e")]),
+            None
+        );
+        // Repeats: next to each other, in a run of one hash, after the wrap at the first
+        // hash, and past where the stream began.
+        assert_eq!(refused_at(&[(5, "a"), (5, "a")]), Some(1));
+        assert_eq!(refused_at(&[(5, "a"), (5, "b"), (5, "a")]), Some(2));
+        assert_eq!(
+            refused_at(&[(5, "a"), (9, "c"), (1, "d"), (5, "a")]),
+            Some(3)
+        );
+        assert_eq!(
+            refused_at(&[(5, "a"), (9, "c"), (1, "d"), (9, "c")]),
+            Some(3)
+        );
+        assert_eq!(
+            refused_at(&[(5, "a"), (9, "c"), (7, "x"), (9, "c")]),
+            Some(3)
+        );
+        // A second descent.
+        assert_eq!(
+            refused_at(&[(5, "a"), (9, "c"), (1, "d"), (0, "e")]),
+            Some(3)
+        );
+        // After the wrap, the first hash's other keys are new items, not repeats.
+        assert_eq!(refused_at(&[(5, "b"), (9, "c"), (1, "d"), (5, "a")]), None);
+        // A long run of one hash (a node and its out-edges) moves into a set: a repeat
+        // anywhere in it is still found.
+        let keys: Vec<String> = (0..100).map(|i| format!("k{i}")).collect();
+        let mut run: Vec<(u32, &str)> = keys.iter().map(|k| (7, k.as_str())).collect();
+        assert_eq!(refused_at(&run), None);
+        run.push((7, "k3"));
+        assert_eq!(refused_at(&run), Some(100));
+        run[100] = (7, "k99");
+        assert_eq!(refused_at(&run), Some(100));
+    }
 
     #[test]
     fn progress_reports_rates_and_an_eta() {

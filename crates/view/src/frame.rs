@@ -226,6 +226,9 @@ impl<'a> FrameReader<'a> {
                 if flags & !FLAGS_KNOWN != 0 {
                     return Err(bad("unknown flags"));
                 }
+                if flags & FLAG_TOMBSTONE != 0 && flags & (FLAG_VALUE | FLAG_PROJECTED) != 0 {
+                    return Err(bad("a tombstone with a value"));
+                }
                 let index = Index::new(self.u64(start)?);
                 let key = if flags & FLAG_SAME_ITEM != 0 {
                     self.last_key
@@ -406,5 +409,19 @@ mod tests {
                 .reason,
             "unknown tag"
         );
+        // A tombstone carries no value, projected or not.
+        for (flags, value) in [
+            (FLAG_TOMBSTONE | FLAG_VALUE, Some(&b"{}"[..])),
+            (FLAG_TOMBSTONE | FLAG_PROJECTED, None),
+            (
+                FLAG_TOMBSTONE | FLAG_PROJECTED | FLAG_VALUE,
+                Some(&b"1"[..]),
+            ),
+        ] {
+            let mut both = Vec::new();
+            encode_version(&mut both, flags, Index::FIRST, &key, value);
+            let err = FrameReader::new(&both).next_ref().unwrap().unwrap_err();
+            assert_eq!(err.reason, "a tombstone with a value", "{flags:#x}");
+        }
     }
 }

@@ -124,6 +124,7 @@ fn run(seed: u64) {
         } else {
             CarouselConfig::default().item_shared_bytes_max
         },
+        idle_chunk_ms: IDLE_NEVER_MS,
         ..CarouselConfig::default()
     };
     let carousel = Carousel::new(view.clone(), config);

@@ -48,6 +48,13 @@ fn spec() -> impl Strategy<Value = Spec> {
         any::<bool>(),
     )
         .prop_map(|(tombstone, projected, index, key, value, same)| {
+            // A tombstone carries no value, projected or not (a decoder refuses one that
+            // does).
+            let (projected, value) = if tombstone {
+                (false, None)
+            } else {
+                (projected, value)
+            };
             let mut flags = 0;
             if tombstone {
                 flags |= FLAG_TOMBSTONE;

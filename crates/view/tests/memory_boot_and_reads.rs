@@ -15,6 +15,31 @@ use spindle_view::{BootProgress, IterError, IterRequest, MemoryView, Plan, Sourc
 /// A source that sends a fixed list of (item, index) versions, then the end frame.
 struct Scripted {
     versions: Vec<(ItemKey, u64)>,
+    end: End,
+}
+
+/// How a scripted source ends its stream.
+#[derive(Clone, Copy, PartialEq)]
+enum End {
+    /// The end frame, counting the versions sent.
+    Right,
+    /// An end frame that says this many frames.
+    Counting(u64),
+    /// No end frame.
+    Missing,
+    /// The end frame, then the first version again.
+    VersionAfter,
+    /// A tombstone of the first item at this index, then the end frame.
+    ThenTombstone(u64),
+}
+
+impl Scripted {
+    fn new(versions: Vec<(ItemKey, u64)>) -> Scripted {
+        Scripted {
+            versions,
+            end: End::Right,
+        }
+    }
 }
 
 struct Batches<'a> {
@@ -26,18 +51,51 @@ struct Batches<'a> {
 impl FrameBatches for Batches<'_> {
     fn fill(&mut self, buf: &mut Vec<u8>, _bytes_max: usize) -> Result<bool, IterError> {
         if !self.sent {
-            for (key, index) in &self.source.versions {
+            // In hash order, as a Disk View sends them (equal hashes as listed).
+            let mut versions = self.source.versions.clone();
+            versions.sort_by_key(|(k, _)| k.hash());
+            for (key, index) in &versions {
                 let value = br#"{"v":1}"#;
                 let flags = frame::FLAG_VALUE;
                 frame::encode_version(buf, flags, Index::new(*index), &key.to_bytes(), Some(value));
             }
             let range = Partition::new(self.req.range_lo, self.req.range_hi).unwrap();
+            if let (End::ThenTombstone(at), Some((key, _))) =
+                (self.source.end, self.source.versions.first())
+            {
+                frame::encode_version(
+                    buf,
+                    frame::FLAG_TOMBSTONE,
+                    Index::new(at),
+                    &key.to_bytes(),
+                    None,
+                );
+            }
+            let frames = match self.source.end {
+                End::Counting(n) => n,
+                End::ThenTombstone(_) => self.source.versions.len() as u64 + 1,
+                _ => self.source.versions.len() as u64,
+            };
             let end = EndFrame {
                 cut: self.req.to.unwrap(),
                 range,
-                frames: self.source.versions.len() as u64,
+                frames,
             };
-            frame::encode_end(buf, &end);
+            if self.source.end != End::Missing {
+                frame::encode_end(buf, &end);
+            }
+            if let (End::VersionAfter, Some((key, index))) =
+                (self.source.end, self.source.versions.first())
+            {
+                let value = br#"{"v":1}"#;
+                frame::encode_version(
+                    buf,
+                    frame::FLAG_VALUE,
+                    Index::new(*index),
+                    &key.to_bytes(),
+                    Some(value),
+                );
+            }
             self.sent = true;
         }
         Ok(true)
@@ -75,12 +133,20 @@ fn nodes_in(range: Partition, n: usize) -> Vec<ItemKey> {
 /// Boot a Memory View of the whole hash space from one source that covers its first half
 /// (`versions`) and one well-formed source for the second half.
 fn boot(versions: Vec<(ItemKey, u64)>, cut: u64) -> Result<MemoryView, IterError> {
+    boot_ending(versions, cut, End::Right)
+}
+
+/// `boot`, the first source ending its stream as `end` says.
+fn boot_ending(versions: Vec<(ItemKey, u64)>, cut: u64, end: End) -> Result<MemoryView, IterError> {
+    boot_from(Scripted { versions, end }, cut)
+}
+
+/// `boot` with `first` as the source of the first half.
+fn boot_from(first_source: Scripted, cut: u64) -> Result<MemoryView, IterError> {
     let (first, second) = (Partition::nth(0, 2), Partition::nth(1, 2));
     let sources = [
-        Scripted { versions },
-        Scripted {
-            versions: nodes_in(second, 3).into_iter().map(|k| (k, 2)).collect(),
-        },
+        first_source,
+        Scripted::new(nodes_in(second, 3).into_iter().map(|k| (k, 2)).collect()),
     ];
     let plan = Plan {
         sources: vec![
@@ -166,10 +232,62 @@ fn an_item_sent_twice_to_a_latest_only_boot_fails_it_without_a_panic() {
     );
 }
 
+/// A latest-only boot takes each item once: a value then a tombstone of one item (or the
+/// reverse, or the same item twice apart) fails the boot, where the view would otherwise
+/// keep a deleted item live.
+#[test]
+fn an_item_sent_twice_apart_or_as_value_then_tombstone_fails_a_latest_only_boot() {
+    let mine = nodes_in(Partition::nth(0, 2), 3);
+    // Apart: a, b, a.
+    refused(
+        boot(
+            vec![
+                (mine[0].clone(), 3),
+                (mine[1].clone(), 3),
+                (mine[0].clone(), 4),
+            ],
+            5,
+        ),
+        "sent one item twice, apart",
+        "twice",
+    );
+    // A value, then a tombstone of the same item.
+    let source = Scripted {
+        versions: vec![(mine[2].clone(), 3)],
+        end: End::ThenTombstone(5),
+    };
+    refused(
+        boot_from(source, 5),
+        "sent a value then a tombstone",
+        "twice",
+    );
+}
+
+/// The end frame must come last and count every version frame before it: a chunk lost or
+/// repeated on the way fails the boot.
+#[test]
+fn an_end_frame_that_miscounts_is_missing_or_is_not_last_fails_the_boot() {
+    let mine = nodes_in(Partition::nth(0, 2), 3);
+    let versions: Vec<_> = mine.iter().map(|k| (k.clone(), 3)).collect();
+    for (end, says) in [
+        (End::Counting(2), "sent 3 frames"),
+        (End::Counting(4), "sent 3 frames"),
+        (End::Missing, "without its end frame"),
+        (End::VersionAfter, "after the end frame"),
+    ] {
+        refused(
+            boot_ending(versions.clone(), 5, end),
+            "ended its stream wrongly",
+            says,
+        );
+    }
+    assert!(boot_ending(versions, 5, End::Right).is_ok());
+}
+
 #[test]
 fn readers_never_see_part_of_a_transaction_across_shards() {
     // Four empty sources: a view of four shards at cut 0.
-    let empty: Vec<Scripted> = (0..4).map(|_| Scripted { versions: vec![] }).collect();
+    let empty: Vec<Scripted> = (0..4).map(|_| Scripted::new(vec![])).collect();
     let plan = Plan {
         sources: (0..4)
             .map(|i| Source {

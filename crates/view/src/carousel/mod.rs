@@ -51,6 +51,8 @@ pub const RIDER_LAG_CHUNKS_MAX_DEFAULT: u64 = 64;
 pub const GROUPS_MAX_DEFAULT: usize = 16;
 /// Default bound on one item's stored bytes in a shared chunk.
 pub const ITEM_SHARED_BYTES_MAX_DEFAULT: usize = 4 << 20;
+/// Default `idle_chunk_ms`.
+pub const IDLE_CHUNK_MS_DEFAULT: u64 = 1000;
 
 /// Largest buffer reserved up front for one chunk: a chunk may pass `chunk_bytes` by one
 /// item, and a huge `chunk_bytes` must not reserve memory no chunk will use.
@@ -87,6 +89,11 @@ pub struct CarouselConfig {
     /// however many versions one item has (every version is kept), and the scanner never
     /// buffers more of one item than this.
     pub item_shared_bytes_max: usize,
+    /// A rider that has passed over this long without a frame for it (the scan is in a
+    /// part of the view outside its range, or its filter keeps nothing there) returns an
+    /// empty chunk, so that a remote consumer hears from it well within its wait for the
+    /// next message (a boot from a narrow range of a large view would otherwise look lost).
+    pub idle_chunk_ms: u64,
 }
 
 impl Default for CarouselConfig {
@@ -97,6 +104,7 @@ impl Default for CarouselConfig {
             rider_lag_chunks_max: RIDER_LAG_CHUNKS_MAX_DEFAULT,
             groups_max: GROUPS_MAX_DEFAULT,
             item_shared_bytes_max: ITEM_SHARED_BYTES_MAX_DEFAULT,
+            idle_chunk_ms: IDLE_CHUNK_MS_DEFAULT,
         }
     }
 }

@@ -12,6 +12,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -49,6 +50,9 @@ pub struct RiderStats {
     /// Items too large to share (`CarouselConfig::item_shared_bytes_max`) that the rider
     /// read itself.
     pub large_items: u64,
+    /// Empty chunks returned after `CarouselConfig::idle_chunk_ms` without a frame for the
+    /// rider (not in `chunks`).
+    pub idle_chunks: u64,
 }
 
 /// One iteration served by a carousel: `next_chunk` until `None`. Dropping it leaves the
@@ -59,6 +63,8 @@ pub struct Rider {
     driver: Driver,
     phase: Phase,
     stats: RiderStats,
+    /// When `next_chunk` last returned a chunk (see `CarouselConfig::idle_chunk_ms`).
+    returned_at: Instant,
 }
 
 impl std::fmt::Debug for Rider {
@@ -164,6 +170,7 @@ impl Rider {
             driver: Driver::Carousel(ride),
             phase: Phase::Running,
             stats: RiderStats::default(),
+            returned_at: Instant::now(),
         }
     }
 
@@ -194,6 +201,7 @@ impl Rider {
             driver: Driver::Dedicated(rx),
             phase: Phase::Running,
             stats: RiderStats::default(),
+            returned_at: Instant::now(),
         })
     }
 
@@ -225,8 +233,16 @@ impl Rider {
 
     /// Blocking: the next chunk of whole frames in the docs/iteration.md encoding. The
     /// last chunk ends with the end frame (cut, range, frames); then `None`. After an
-    /// error, `None`.
+    /// error, `None`. A chunk may be empty: one comes after `idle_chunk_ms` without a frame
+    /// for this rider, so that its consumer knows it is alive.
     pub fn next_chunk(&mut self) -> Option<Result<Bytes, IterError>> {
+        let chunk = self.next_chunk_inner();
+        self.returned_at = Instant::now();
+        chunk
+    }
+
+    fn next_chunk_inner(&mut self) -> Option<Result<Bytes, IterError>> {
+        let idle_max = Duration::from_millis(self.inner.config.idle_chunk_ms);
         loop {
             match self.phase {
                 Phase::Done => return None,
@@ -275,7 +291,12 @@ impl Rider {
                     self.count(bytes.len(), frames);
                     return Some(Ok(bytes));
                 }
-                Ok(Step::Nothing) => {}
+                Ok(Step::Nothing) => {
+                    if self.returned_at.elapsed() >= idle_max {
+                        self.stats.idle_chunks += 1;
+                        return Some(Ok(Bytes::new()));
+                    }
+                }
                 Ok(Step::End) => self.phase = Phase::Ending,
                 Err(e) => {
                     self.phase = Phase::Done;
