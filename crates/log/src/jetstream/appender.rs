@@ -40,6 +40,11 @@ const WRONG_LAST_SEQUENCE: u64 = 10071;
 /// A resent batch whose message id the stream already holds.
 const DUPLICATE_MSG_ID: u64 = 10201;
 const RESOLVE_PAUSE: Duration = Duration::from_millis(100);
+
+/// How long a standby whose promotion failed first waits before it tries again; the wait
+/// doubles with each failure in a row, up to `PROMOTE_RETRY_PAUSE_MAX`.
+pub(crate) const PROMOTE_RETRY_PAUSE: Duration = Duration::from_secs(1);
+pub(crate) const PROMOTE_RETRY_PAUSE_MAX: Duration = Duration::from_secs(30);
 /// Largest feed piece (smaller if the servers' max_payload is).
 const FEED_PIECE_MAX: usize = 1 << 20;
 
@@ -174,15 +179,23 @@ pub(crate) async fn promote(
     // The previous appender is gone: the stream's end as it is now is the durable index
     // (every message of the stream belongs to a whole atomic batch).
     let info = match shared.js.get_stream(&shared.config.stream).await {
-        Ok(mut s) => s.info().await.map(|i| i.state.clone()),
-        Err(e) => return Some(Err(nats_err("get stream")(e.to_string()))),
+        Ok(mut s) => s
+            .info()
+            .await
+            .map(|i| i.state.clone())
+            .map_err(|e| nats_err("stream info")(e.to_string())),
+        Err(e) => Err(nats_err("get stream")(e.to_string())),
     };
     match info {
         Ok(state) => {
             shared.set_first(Index::new(state.first_sequence.max(1)));
             shared.advance_durable(Index::new(state.last_sequence));
         }
-        Err(e) => return Some(Err(nats_err("stream info")(e.to_string()))),
+        Err(e) => {
+            // Let another standby (or this one's next try) have it at once.
+            lease.release().await;
+            return Some(Err(e));
+        }
     }
     Some(start_appender(shared, lease, id, records_max).await)
 }
@@ -197,15 +210,20 @@ async fn start_appender(
     // The table reflects the stream through `last`, and the first batch is fenced on it:
     // never on the shared durable index, which the feed (or the watcher) may move past it
     // while the table is rebuilt (a deposed appender still committing).
+    // Renewed from now: a rebuild may take longer than the lease's TTL (a long stream,
+    // truncation held back), and another standby must not take it meanwhile.
+    let renewal = tokio::spawn(lease.clone().renew_forever(shared.config.lease_ttl));
     let (versions, last) = match rebuild(shared).await {
         Ok(v) => v,
         Err(e) => {
+            renewal.abort();
+            // A renewal already sent must land before the release, not after it.
+            let _ = renewal.await;
             lease.release().await;
             return Err(e);
         }
     };
     let (tx, rx) = mpsc::channel(shared.config.intake_txns_max.max(1));
-    let renewal = tokio::spawn(lease.clone().renew_forever(shared.config.lease_ttl));
     let task = Appender {
         shared: shared.clone(),
         versions,
@@ -217,9 +235,20 @@ async fn start_appender(
         last_group_txns: 0,
         acked_at: tokio::time::Instant::now(),
     };
+    let (shared, lease) = (shared.clone(), task.lease.clone());
     tokio::spawn(async move {
-        task.run(rx).await;
+        // On its own task, so that a panic (a broken invariant) still ends the renewal and
+        // gives the lease up: a process that cannot append must not keep a standby from
+        // taking over.
+        let ran = tokio::spawn(task.run(rx)).await;
         renewal.abort();
+        let _ = renewal.await;
+        if let Err(e) = ran {
+            let cause = format!("the appender task stopped: {e}");
+            tracing::error!("{cause}");
+            shared.fail(cause);
+            lease.release().await;
+        }
     });
     Ok(tx)
 }
@@ -386,12 +415,18 @@ impl Lease {
                         .await
                     {
                         Ok(r) => self.revision.store(r, Ordering::Release),
-                        Err(_) if !self.still_held().await => {
-                            tracing::warn!("appender lease lost");
-                            self.lost.store(true, Ordering::Release);
-                            return;
-                        }
-                        Err(_) => {}
+                        // Still ours: an update that was applied although its answer was
+                        // lost moved the revision on. Renew from the revision it has now
+                        // (else every later renewal would fail the same way, and the lease
+                        // expire under a live appender).
+                        Err(_) => match self.held_at().await {
+                            Some(r) => self.revision.store(r, Ordering::Release),
+                            None => {
+                                tracing::warn!("appender lease lost");
+                                self.lost.store(true, Ordering::Release);
+                                return;
+                            }
+                        },
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "appender lease renewal failed; retrying"),
@@ -400,15 +435,27 @@ impl Lease {
     }
 
     async fn still_held(&self) -> bool {
+        self.held_at().await.is_some()
+    }
+
+    /// The revision of the lease key if this holder's id is its value now.
+    async fn held_at(&self) -> Option<u64> {
         match self.kv.entry(LEASE_KEY).await {
-            Ok(Some(e)) => e.operation == kv::Operation::Put && e.value == self.id.as_bytes(),
-            _ => false,
+            Ok(Some(e)) if e.operation == kv::Operation::Put && e.value == self.id.as_bytes() => {
+                Some(e.revision)
+            }
+            _ => None,
         }
     }
 
+    /// Give the lease up if this holder still has it: the delete is conditioned on the
+    /// revision it was seen at, so a successor that took the key meanwhile keeps it.
     async fn release(&self) {
-        if self.still_held().await {
-            let _ = self.kv.delete(LEASE_KEY).await;
+        if let Some(revision) = self.held_at().await {
+            let _ = self
+                .kv
+                .delete_expect_revision(LEASE_KEY, Some(revision))
+                .await;
         }
     }
 }
@@ -475,7 +522,14 @@ async fn rebuild(shared: &Shared) -> Result<(VersionTable, Index), JetStreamErro
     let first = shared.first_index();
     let last = shared.durable_index();
     // Tests stretch the replay: the stream (and the durable index) may move meanwhile.
-    fail::fail_point!("jetstream::rebuild");
+    // `sleep(MS)` blocks this worker thread; `return(MS)` pauses this task only, as a long
+    // replay's reads would, while the runtime's other tasks (the lease's renewal) run.
+    #[cfg(feature = "failpoints")]
+    if let Some(Some(ms)) = fail::eval("jetstream::rebuild", |arg| {
+        arg.and_then(|a| a.parse::<u64>().ok())
+    }) {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
     if as_of.get() + 1 < first.get() || as_of > last {
         return Err(ckpt_err(format!(
             "the checkpoint covers 1..={as_of} but the stream retains {first}..={last}"
@@ -951,18 +1005,38 @@ impl Appender {
         if below <= first {
             return Ok(first);
         }
+        // Only the appender may write the checkpoint, and only one that covers the stream
+        // as it is: a deposed appender that has not yet noticed (nothing made it append)
+        // would put a table of its own, older end over its successor's, and no later open
+        // could use it once the successor purged past that end.
+        let mut stream = self
+            .shared
+            .js
+            .get_stream(&self.shared.config.stream)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let end = stream
+            .info()
+            .await
+            .map_err(|e| failed(format!("stream info: {e}")))?
+            .state
+            .last_sequence;
+        if self.lease.lost.load(Ordering::Acquire) || !self.lease.still_held().await {
+            return Err(failed(self.deposed()));
+        }
+        // Past this table's end: a predecessor's batch that landed after this appender took
+        // over. Read it in first, so the checkpoint covers the stream as it is.
+        if end > self.last.get() {
+            self.catch_up_holding_lease(self.last.get(), end)
+                .await
+                .map_err(failed)?;
+        }
         let store = checkpoint_store(&self.shared).await.map_err(failed)?;
         let bytes = self.versions.encode_checkpoint(self.last);
         store
             .put(CHECKPOINT_OBJECT, &mut bytes.as_slice())
             .await
             .map_err(|e| failed(format!("write the version checkpoint: {e}")))?;
-        let stream = self
-            .shared
-            .js
-            .get_stream(&self.shared.config.stream)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
         stream
             .purge()
             .sequence(below.get())

@@ -331,15 +331,25 @@ impl JetStreamLog {
         );
         let records_max = log.records_max;
         log.handle.spawn(async move {
-            match appender::promote(&shared, records_max, &closed).await {
-                None => {}
-                Some(Ok(tx)) => {
-                    let _ = intake.set(tx);
-                    tracing::info!(stream = %shared.config.stream, "standby: now the appender");
-                }
-                Some(Err(e)) => {
-                    tracing::error!(error = %e, "standby: could not become the appender");
-                    *error.lock() = Some(e.to_string());
+            // A failed promotion (the stream's servers electing a leader, say) is tried
+            // again after a pause (1 s, doubling up to 30 s), for as long as the handle is
+            // open: one error must not leave the stream with no appender until a restart.
+            let mut pause = appender::PROMOTE_RETRY_PAUSE;
+            loop {
+                match appender::promote(&shared, records_max, &closed).await {
+                    None => return,
+                    Some(Ok(tx)) => {
+                        let _ = intake.set(tx);
+                        *error.lock() = None;
+                        tracing::info!(stream = %shared.config.stream, "standby: now the appender");
+                        return;
+                    }
+                    Some(Err(e)) => {
+                        tracing::error!(error = %e, "standby: could not become the appender; trying again");
+                        *error.lock() = Some(e.to_string());
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(appender::PROMOTE_RETRY_PAUSE_MAX);
+                    }
                 }
             }
         });
@@ -382,7 +392,8 @@ impl JetStreamLog {
         self.intake.get().is_some()
     }
 
-    /// Why a standby could not become the appender after it took the lease.
+    /// Why a standby's last try to become the appender failed after it took the lease
+    /// (it tries again; `None` once it is the appender).
     pub fn promotion_error(&self) -> Option<String> {
         self.promotion_error.lock().clone()
     }
