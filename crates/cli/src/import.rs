@@ -95,6 +95,16 @@ impl Progress for Bars {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    // Checked before anything is made: with less, a valid line's entry could be larger than
+    // the sorter holds, and fail the import halfway (the library takes less, for tests).
+    let min = spindle_sort::import::MEMORY_MIN_BYTES;
+    anyhow::ensure!(
+        args.memory >= min,
+        "--memory {} is too small for an import: it needs at least {min} bytes ({} MiB), \
+         8 times its largest entry (a record of 1 MiB)",
+        args.memory,
+        min.div_ceil(1 << 20)
+    );
     let opts = ImportOptions {
         data_dir: args.data.clone(),
         disk_partitions: args.disk_partitions,

@@ -10,7 +10,7 @@ use std::process::Command;
 fn bench_import_rotates_rounds_and_prints_summaries() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
-        .args(["bench", "import", "--items", "500", "--memory", "8388608"])
+        .args(["bench", "import", "--items", "500", "--memory", "16777216"])
         .args(["--rounds", "2", "--json", "--dir"])
         .arg(dir.path())
         .output()

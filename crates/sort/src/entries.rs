@@ -59,7 +59,8 @@ pub struct SortStats {
     pub bytes_in: u64,
     /// Bytes written to temporary bucket files (including splits).
     pub bytes_spilled: u64,
-    /// Reads of the most-read entry: 1 in memory, 2 after a spill, one more per split.
+    /// Reads of the most-read entry: 1 in memory (the push), 2 after a spill (the push
+    /// and the read of its bucket), two more per split (a sample read and a routing read).
     pub passes: u32,
 }
 
@@ -122,7 +123,7 @@ impl EntrySorter {
             || value.len() > u32::MAX as usize
         {
             return Err(SortError::EntryTooLarge {
-                bytes: (key.len() + value.len()) as u64,
+                bytes: cost,
                 limit_bytes: self.entry_bytes_max(),
             });
         }
@@ -327,8 +328,13 @@ impl SortedEntries {
     }
 }
 
-/// Splits a bucket too large to sort in memory: its first half-budget of entries is the
-/// sample for new splitters, and the whole bucket is rewritten into child buckets.
+/// Splits a bucket too large to sort in memory. Its splitters come from a sample taken
+/// evenly across the whole bucket (every `stride`-th entry, about half the budget's worth),
+/// so a bucket whose keys only rise (one item's many versions, in push order) splits into
+/// children of about equal size: a sample of its first entries would give splitters below
+/// almost all of it, and each split would shed only half a budget, rewriting the rest again
+/// and again. Then the bucket is read a second time and every entry routed to its child,
+/// in the order it came (the sort stays stable).
 fn split(
     tmp: &mut TmpFiles,
     bucket: &Spilled,
@@ -338,32 +344,37 @@ fn split(
 ) -> Result<Vec<Spilled>, SortError> {
     let half = memory_bytes / 2;
     let (count, buffer) = bucket_shape(half);
-    let mut reader = FrameReader::open(&bucket.path, buffer)?;
+    let room = half.saturating_sub(buffer as u64).max(1);
+    let stride = bucket.sort_cost_bytes().div_ceil(room).max(1);
     let mut sample = Batch::default();
-    let mut rest = None;
+    let mut reader = FrameReader::open(&bucket.path, buffer)?;
+    let mut seen = 0u64;
     while let Some((key, value)) = reader.next_entry()? {
-        if sample.cost_bytes() + batch::cost_bytes(key.len(), value.len()) > half - buffer as u64 {
-            rest = Some((key, value));
-            break;
+        if seen.is_multiple_of(stride)
+            && sample.cost_bytes() + batch::cost_bytes(key.len(), value.len()) <= room
+        {
+            sample.push(&key, &value);
         }
-        sample.push(&key, &value);
+        seen += 1;
     }
+    drop(reader);
     sample.sort(threads);
-    let mut buckets = BucketSet::new(sample.splitters(count), buffer, bucket.depth + 1);
-    buckets.needed_bytes = 2 * stats.bytes_in.max(1);
-    buckets.write_sorted(tmp, &sample)?;
+    let splitters = sample.splitters(count);
     drop(sample);
+    let mut buckets = BucketSet::new(splitters, buffer, bucket.depth + 1);
+    buckets.needed_bytes = 2 * stats.bytes_in.max(1);
+    let mut reader = FrameReader::open(&bucket.path, buffer)?;
     let mut frame = Vec::new();
-    let mut next = rest;
-    while let Some((key, value)) = next {
+    while let Some((key, value)) = reader.next_entry()? {
         frame.clear();
         batch::encode(&mut frame, &key, &value);
         let b = buckets.route(&key);
         buckets.write(tmp, b, &frame)?;
-        next = reader.next_entry()?;
     }
     stats.bytes_spilled += buckets.written_bytes;
-    stats.passes = stats.passes.max(bucket.depth + 3);
+    // Pushed, spilled and read back (2), then read twice by each split down to here
+    // (sample, route), and once more from their child: 2 · depth + 4 reads.
+    stats.passes = stats.passes.max(2 * bucket.depth + 4);
     buckets.finish()
 }
 

@@ -10,7 +10,7 @@ pub enum SortError {
     #[error("memory budget of {memory_bytes} bytes is too small: the sort needs at least {min_bytes} bytes")]
     MemoryTooSmall { memory_bytes: u64, min_bytes: u64 },
     /// One entry is larger than the sort can hold next to its buffers.
-    #[error("entry of {bytes} bytes is larger than the limit of {limit_bytes} bytes (1/8 of the memory budget)")]
+    #[error("entry of {bytes} bytes (key, value and the sorter's framing) is larger than the limit of {limit_bytes} bytes (1/8 of the memory budget)")]
     EntryTooLarge { bytes: u64, limit_bytes: u64 },
     /// The private temporary directory could not be created.
     #[error("cannot create a temporary directory in {dir}: {source}")]

@@ -56,3 +56,27 @@ fn sorted_output_matches_input_and_changes_are_caught() {
     let r = check_file(&out).unwrap();
     assert_eq!(r.first_unsorted_offset, Some(i as u64));
 }
+
+/// A pipe has no length to check its records against: `check_file` refuses it as not a
+/// regular file (a FIFO's length reads 0, and reading it whole first would report it
+/// "changed" after all).
+#[test]
+fn a_pipe_is_refused_as_not_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // A writer, so that opening the FIFO for reading does not wait for ever.
+    let path = fifo.clone();
+    let writer =
+        std::thread::spawn(move || drop(std::fs::OpenOptions::new().write(true).open(path)));
+    let err = check_file(&fifo).unwrap_err();
+    assert!(
+        matches!(err, spindle_sort::SortError::InputNotFile { .. }),
+        "{err}"
+    );
+    writer.join().unwrap();
+}

@@ -242,15 +242,19 @@ pub(crate) struct FrameReader {
     path: PathBuf,
     reader: BufReader<File>,
     offset: u64,
+    /// The file's length when opened: no frame reaches past it.
+    len: u64,
 }
 
 impl FrameReader {
     pub(crate) fn open(path: &Path, buffer_bytes: usize) -> Result<FrameReader, SortError> {
         let file = File::open(path).map_err(|e| SortError::read(path, e))?;
+        let len = file.metadata().map_err(|e| SortError::read(path, e))?.len();
         Ok(FrameReader {
             path: path.to_path_buf(),
             reader: BufReader::with_capacity(buffer_bytes.max(HEADER_BYTES), file),
             offset: 0,
+            len,
         })
     }
 
@@ -270,6 +274,11 @@ impl FrameReader {
             return Err(corrupt());
         }
         let header = Header::decode(&head);
+        // A damaged length is caught before it is allocated: a frame ends within the file.
+        let left = self.len.saturating_sub(self.offset + HEADER_BYTES as u64);
+        if header.body_bytes() as u64 > left {
+            return Err(corrupt());
+        }
         let mut body = vec![0u8; header.body_bytes()];
         let got =
             read_full(&mut self.reader, &mut body).map_err(|e| SortError::read(&self.path, e))?;
@@ -387,6 +396,25 @@ mod tests {
         let before = spare.held_bytes();
         let again = read_batch(&small, spare, memory).unwrap();
         assert_eq!(again.held_bytes(), before);
+    }
+
+    /// A frame whose header claims more bytes than the file holds is damage, found before
+    /// anything that size is allocated.
+    #[test]
+    fn a_frame_longer_than_its_file_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = bucket_file(dir.path(), "b", 2, 10);
+        let mut bytes = std::fs::read(&bucket.path).unwrap();
+        let one = bytes.len() / 2;
+        // The second frame's value length: 4 GiB - 1 (its key length is the first word).
+        bytes[one + 4..one + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(&bucket.path, &bytes).unwrap();
+        let mut reader = FrameReader::open(&bucket.path, 4096).unwrap();
+        assert!(reader.next_entry().unwrap().is_some());
+        match reader.next_entry() {
+            Err(SortError::Corrupt { offset, .. }) => assert_eq!(offset, one as u64),
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Routing by byte comparison alone: the rule `route_prefixed` must agree with.

@@ -39,6 +39,16 @@ use parse::{Chunk, Line, LineReader};
 pub const LOG_BATCH_BYTES_MAX: usize = 16 << 20;
 /// Bytes of input lines handed to a parser thread at a time, by default.
 pub const PARSE_CHUNK_BYTES: usize = 1 << 20;
+
+/// The most sort memory one Disk View entry of an import can cost: a record's payload is at
+/// most `RECORD_BYTES_MAX` (its JSON value within it), and its Disk View key (the item key
+/// with its fields escaped, at most twice their 2,304 bytes) and the sorter's framing add
+/// less than 8 KiB.
+pub const ENTRY_BYTES_MAX: u64 = spindle_core::txn::RECORD_BYTES_MAX as u64 + (8 << 10);
+
+/// The least `--memory` `spindle import` takes: the entry sorter holds entries of up to an
+/// eighth of its budget, so with less a valid line could fail the import halfway.
+pub const MEMORY_MIN_BYTES: u64 = 8 * ENTRY_BYTES_MAX;
 /// Submissions parsed ahead of the log writer.
 pub const LOG_BATCHES_AHEAD_MAX: usize = 2;
 /// Submissions appended at once: the log writes one while it syncs the other.

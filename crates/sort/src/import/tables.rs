@@ -37,8 +37,12 @@ fn partition_of(key: &[u8], n: u64) -> u64 {
     i
 }
 
-/// Entries handed from the reading thread to the table writer at a time.
+/// Entries handed from the reading thread to the table writer at a time, at most...
 const HANDOFF_ENTRIES: usize = 4096;
+/// ... and at most about this many key and value bytes (one entry may pass it), so the
+/// entries in flight take at most about `(HANDOFF_BATCHES + 2) × HANDOFF_BYTES` whatever
+/// their size (4,096 entries of 1 MiB values would be 4 GiB a batch).
+const HANDOFF_BYTES: usize = 4 << 20;
 /// Batches of entries in flight between them.
 const HANDOFF_BATCHES: usize = 8;
 
@@ -67,6 +71,7 @@ where
             })?;
         let mut read = 0u64;
         let mut batch = Vec::with_capacity(HANDOFF_ENTRIES);
+        let mut batch_bytes = 0usize;
         let mut failed = None;
         let mut checksums: Vec<IngestChecksum> =
             (0..n).map(|_| IngestChecksum::new(applied)).collect();
@@ -74,6 +79,7 @@ where
             match entry {
                 Ok(kv) => {
                     checksums[partition_of(&kv.0, n) as usize].add(&kv.0, &kv.1);
+                    batch_bytes += kv.0.len() + kv.1.len();
                     batch.push(kv);
                 }
                 Err(e) => {
@@ -81,7 +87,8 @@ where
                     break;
                 }
             }
-            if batch.len() == HANDOFF_ENTRIES {
+            if handoff_full(batch.len(), batch_bytes) {
+                batch_bytes = 0;
                 read += batch.len() as u64;
                 let full = std::mem::replace(&mut batch, Vec::with_capacity(HANDOFF_ENTRIES));
                 if tx.send(full).is_err() {
@@ -104,6 +111,11 @@ where
         progress(read);
         Ok(tables)
     })
+}
+
+/// Whether a batch of `entries` holding `bytes` of keys and values goes to the writer now.
+fn handoff_full(entries: usize, bytes: usize) -> bool {
+    entries >= HANDOFF_ENTRIES || bytes >= HANDOFF_BYTES
 }
 
 /// Build the table files from sorted entries (the writing half of `write_tables`).
@@ -176,6 +188,17 @@ fn finish(mut w: SstFileWriter<'_>, path: &Path) -> Result<u64, ImportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch goes to the table writer at 4,096 entries or 4 MiB of keys and values,
+    /// whichever comes first: large values do not make a batch of 4 GiB.
+    #[test]
+    fn handoff_batches_are_bounded_by_bytes_as_well_as_entries() {
+        assert!(!handoff_full(HANDOFF_ENTRIES - 1, HANDOFF_BYTES - 1));
+        assert!(handoff_full(HANDOFF_ENTRIES, 0));
+        assert!(handoff_full(4, HANDOFF_BYTES));
+        // Four entries of 1 MiB values fill one.
+        assert!(handoff_full(4, 4 * (1 << 20) + 4 * 20));
+    }
 
     #[test]
     fn keys_go_to_the_partition_whose_range_holds_their_hash() {

@@ -36,7 +36,14 @@ pub fn check_file(path: &Path) -> Result<CheckReport, SortError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let bytes = file.metadata().map_err(|e| SortError::read(path, e))?.len();
+    let meta = file.metadata().map_err(|e| SortError::read(path, e))?;
+    // A pipe or a device has no length to check the records against (a FIFO says 0).
+    if !meta.is_file() {
+        return Err(SortError::InputNotFile {
+            path: path.to_path_buf(),
+        });
+    }
+    let bytes = meta.len();
     if bytes % RECORD_BYTES as u64 != 0 {
         return Err(SortError::BadLength {
             path: path.to_path_buf(),
