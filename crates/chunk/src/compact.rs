@@ -64,12 +64,14 @@ impl Shared {
         let _one_at_a_time = self.compaction_lock.lock();
         let mut report = CompactionReport::default();
         let mut result = Ok(());
-        let candidates = self.catalog.read().volumes_with_dead_puts();
+        let mut candidates = self.catalog.read().volumes_with_dead_puts();
+        candidates.retain(|(v, _)| !self.reclaim_skip.lock().contains(v));
         for (volume, _) in candidates {
             if fits() {
                 break;
             }
             if let Err(e) = self.compact_volume(volume, &mut report) {
+                self.reclaim_skip.lock().insert(volume);
                 if result.is_ok() {
                     result = Err(e);
                 }

@@ -154,6 +154,9 @@ pub(crate) struct Shared {
     pub group_commits: AtomicU64,
     /// One compaction at a time.
     pub compaction_lock: Mutex<()>,
+    /// Volumes a put's reclaim could not rewrite (a rotten chunk): later reclaims pass them
+    /// over instead of reading them again for each put near the limit.
+    pub reclaim_skip: Mutex<std::collections::HashSet<u32>>,
     /// What every compaction since open did.
     pub compaction_totals: Mutex<CompactionTotals>,
     /// The background compactor's mailbox.
@@ -326,6 +329,7 @@ impl ChunkStore {
             syncs: AtomicU64::new(0),
             group_commits: AtomicU64::new(0),
             compaction_lock: Mutex::new(()),
+            reclaim_skip: Mutex::default(),
             compaction_totals: Mutex::new(CompactionTotals::default()),
             compactor: Mutex::new(Compactor::default()),
             compactor_cv: Condvar::new(),

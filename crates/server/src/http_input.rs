@@ -201,32 +201,43 @@ fn kib(bytes: usize) -> u32 {
 /// must keep the pace that brings its share in within that time, or it is cut. A client
 /// that holds a share must send it; one that sends nothing gives its share back after the
 /// grace.
+///
+/// A body of unknown length (chunked) holds its endpoint's whole limit, but its real size
+/// may be far smaller: it is held to the pace of its limit or `UNKNOWN_LENGTH_PACE_MIN`
+/// bytes a second, whichever is slower, so an honest small upload that streams slowly is
+/// not cut for not sending bytes it does not have.
 #[derive(Debug, Clone, Copy)]
 struct Pace {
     start: Instant,
     grace: Duration,
-    time_max: Duration,
-    share: usize,
+    /// Bytes a second the body must keep up after the grace.
+    rate: f64,
     end: Instant,
 }
 
+/// The pace a body of unknown length is held to at most, in bytes a second.
+const UNKNOWN_LENGTH_PACE_MIN: f64 = 64.0 * 1024.0;
+
 impl Pace {
-    fn new(start: Instant, time_max: Duration, share: usize) -> Pace {
+    /// `share` bytes, of which `known` says whether the client declared them.
+    fn new(start: Instant, time_max: Duration, share: usize, known: bool) -> Pace {
         let grace = (time_max / 10).max(Duration::from_secs(1)).min(time_max);
+        let mut rate = share.max(1) as f64 / time_max.as_secs_f64().max(1e-3);
+        if !known {
+            rate = rate.min(UNKNOWN_LENGTH_PACE_MIN);
+        }
         Pace {
             start,
             grace,
-            time_max,
-            share: share.max(1),
+            rate,
             end: start + time_max,
         }
     }
 
     /// The latest the next bytes may come, `received` bytes having come.
     fn deadline(&self, received: usize) -> Instant {
-        let due = self.time_max.as_secs_f64() * (received as f64 / self.share as f64);
-        (self.start + self.grace + Duration::from_secs_f64(due.min(self.time_max.as_secs_f64())))
-            .min(self.end)
+        let due = (received as f64 / self.rate).min(1e9);
+        (self.start + self.grace + Duration::from_secs_f64(due)).min(self.end)
     }
 }
 
@@ -275,7 +286,7 @@ pub async fn read_body(
             ),
         ));
     };
-    let pace = Pace::new(Instant::now(), time_max, share);
+    let pace = Pace::new(Instant::now(), time_max, share, declared.is_some());
     // A body that arrives in one frame is kept as it came; one of several is gathered into
     // a buffer that never grows past the body's share.
     let mut first: Option<Bytes> = None;
@@ -372,7 +383,7 @@ mod tests {
     fn a_body_must_keep_the_pace_that_brings_it_in_on_time() {
         let start = Instant::now();
         let secs = Duration::from_secs;
-        let pace = Pace::new(start, secs(30), 1000);
+        let pace = Pace::new(start, secs(30), 1000, true);
         // Nothing yet: the grace (a tenth of the time).
         assert_eq!(pace.deadline(0), start + secs(3));
         // Half of it: half of the time, after the grace.
@@ -381,10 +392,20 @@ mod tests {
         assert_eq!(pace.deadline(1000), start + secs(30));
         assert_eq!(pace.deadline(5000), start + secs(30));
         // The grace is at least a second, and never past the time itself.
-        assert_eq!(Pace::new(start, secs(5), 10).deadline(0), start + secs(1));
+        assert_eq!(
+            Pace::new(start, secs(5), 10, true).deadline(0),
+            start + secs(1)
+        );
         let short = Duration::from_millis(300);
-        assert_eq!(Pace::new(start, short, 10).deadline(0), start + short);
-        assert_eq!(Pace::new(start, short, 0).deadline(0), start + short);
+        assert_eq!(Pace::new(start, short, 10, true).deadline(0), start + short);
+        assert_eq!(Pace::new(start, short, 0, true).deadline(0), start + short);
+        // A body of unknown length holding a 16 MiB limit need only keep 64 KiB a second:
+        // 128 KiB by the grace plus 2 s, where its limit's pace would ask for 1 MiB.
+        let unknown = Pace::new(start, secs(30), 16 << 20, false);
+        assert_eq!(unknown.deadline(128 << 10), start + secs(5));
+        // ... unless its limit's own pace is slower.
+        let small = Pace::new(start, secs(30), 30 << 10, false);
+        assert_eq!(small.deadline(15 << 10), start + secs(18));
     }
 
     #[test]
