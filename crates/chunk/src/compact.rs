@@ -71,7 +71,10 @@ impl Shared {
                 break;
             }
             if let Err(e) = self.compact_volume(volume, &mut report) {
-                self.reclaim_skip.lock().insert(volume);
+                // Damage stays; an I/O error may pass, and the next put tries again.
+                if matches!(e, ChunkError::Corrupt { .. }) {
+                    self.reclaim_skip.lock().insert(volume);
+                }
                 if result.is_ok() {
                     result = Err(e);
                 }

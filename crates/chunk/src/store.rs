@@ -154,8 +154,9 @@ pub(crate) struct Shared {
     pub group_commits: AtomicU64,
     /// One compaction at a time.
     pub compaction_lock: Mutex<()>,
-    /// Volumes a put's reclaim could not rewrite (a rotten chunk): later reclaims pass them
-    /// over instead of reading them again for each put near the limit.
+    /// Volumes a put's reclaim found damaged (a rotten chunk): later reclaims pass them
+    /// over, and their dead bytes do not count as room, instead of reading them again for
+    /// each put near the limit. (Volume numbers are never reused.)
     pub reclaim_skip: Mutex<std::collections::HashSet<u32>>,
     /// What every compaction since open did.
     pub compaction_totals: Mutex<CompactionTotals>,
@@ -431,7 +432,16 @@ impl ChunkStore {
             }
             let (in_index, committed, dead) = {
                 let cat = self.shared.catalog.read();
-                let dead: u64 = cat.volumes.values().map(|s| s.dead_put_bytes()).sum();
+                // Volumes a reclaim could not rewrite give nothing back: not counted, so a
+                // put they cannot make room for is refused at once.
+                let skip = self.shared.reclaim_skip.lock();
+                let dead: u64 = cat
+                    .volumes
+                    .iter()
+                    .filter(|(v, _)| !skip.contains(v))
+                    .map(|(_, s)| s.dead_put_bytes())
+                    .sum();
+                drop(skip);
                 (cat.index.contains_key(&id), committed_bytes(&cat), dead)
             };
             if in_index {

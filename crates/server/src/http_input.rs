@@ -203,7 +203,7 @@ fn kib(bytes: usize) -> u32 {
 /// grace.
 ///
 /// A body of unknown length (chunked) holds its endpoint's whole limit, but its real size
-/// may be far smaller: it is held to the pace of its limit or `UNKNOWN_LENGTH_PACE_MIN`
+/// may be far smaller: it is held to the pace of its limit or `UNKNOWN_LENGTH_PACE_MAX`
 /// bytes a second, whichever is slower, so an honest small upload that streams slowly is
 /// not cut for not sending bytes it does not have.
 #[derive(Debug, Clone, Copy)]
@@ -216,7 +216,7 @@ struct Pace {
 }
 
 /// The pace a body of unknown length is held to at most, in bytes a second.
-const UNKNOWN_LENGTH_PACE_MIN: f64 = 64.0 * 1024.0;
+const UNKNOWN_LENGTH_PACE_MAX: f64 = 64.0 * 1024.0;
 
 impl Pace {
     /// `share` bytes, of which `known` says whether the client declared them.
@@ -224,7 +224,7 @@ impl Pace {
         let grace = (time_max / 10).max(Duration::from_secs(1)).min(time_max);
         let mut rate = share.max(1) as f64 / time_max.as_secs_f64().max(1e-3);
         if !known {
-            rate = rate.min(UNKNOWN_LENGTH_PACE_MIN);
+            rate = rate.min(UNKNOWN_LENGTH_PACE_MAX);
         }
         Pace {
             start,

@@ -438,6 +438,16 @@ impl Lease {
         self.held_at().await.is_some()
     }
 
+    /// Whether the lease key names this holder now; an error when the bucket cannot be
+    /// read (unlike `held_at`, which counts that as not held).
+    async fn holder(&self) -> Result<bool, String> {
+        match self.kv.entry(LEASE_KEY).await {
+            Ok(Some(e)) => Ok(e.operation == kv::Operation::Put && e.value == self.id.as_bytes()),
+            Ok(None) => Ok(false),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// The revision of the lease key if this holder's id is its value now.
     async fn held_at(&self) -> Option<u64> {
         match self.kv.entry(LEASE_KEY).await {
@@ -1021,15 +1031,36 @@ impl Appender {
             .map_err(|e| failed(format!("stream info: {e}")))?
             .state
             .last_sequence;
-        if self.lease.lost.load(Ordering::Acquire) || !self.lease.still_held().await {
+        // Deposed only when the key names another holder (or renewal found it lost): a
+        // lease bucket that cannot be read now is a truncation put off, not a failed log.
+        if self.lease.lost.load(Ordering::Acquire) {
             return Err(failed(self.deposed()));
         }
+        match self.lease.holder().await {
+            Ok(true) => {}
+            Ok(false) => return Err(failed(self.deposed())),
+            Err(e) => {
+                return Err(failed(format!(
+                    "cannot read the appender lease ({e}); truncation put off"
+                )))
+            }
+        }
         // Past this table's end: a predecessor's batch that landed after this appender took
-        // over. Read it in first, so the checkpoint covers the stream as it is.
+        // over. Read it in first, so the checkpoint covers the stream as it is. Records that
+        // cannot be fetched now put the truncation off (nothing was applied: they are all
+        // fetched first); records that do not decode fail the log, as in a commit.
         if end > self.last.get() {
-            self.catch_up_holding_lease(self.last.get(), end)
+            let msgs = fetch_range(&self.shared, self.last.get() + 1, end)
                 .await
                 .map_err(failed)?;
+            for m in &msgs {
+                if let Err(cause) = apply(&mut self.versions, m.seq, &m.payload) {
+                    self.shared.fail(cause.clone());
+                    return Err(failed(cause));
+                }
+            }
+            self.last = Index::new(end);
+            self.shared.advance_durable(self.last);
         }
         let store = checkpoint_store(&self.shared).await.map_err(failed)?;
         let bytes = self.versions.encode_checkpoint(self.last);
