@@ -6,8 +6,11 @@
 //! the cut in large batches without the WAL; flush both column families; then, in one WAL
 //! batch, set `applied = cut` with the checksum of what was written (one scan), and remove
 //! the mark. A crash before the last step leaves the
-//! mark, and `DiskView::open` refuses the view until a boot finishes (puts are idempotent,
-//! so booting again over a partial fill is safe).
+//! mark, and `DiskView::open` refuses the view until a boot finishes. Each attempt at a
+//! source's range first deletes every key of that range (one range tombstone, ahead of its
+//! puts), so what an earlier attempt left — a boot that did not finish, at another cut, or
+//! a source that failed part way, perhaps after sending bad frames — is not kept beside
+//! what this attempt writes.
 
 use std::path::Path;
 
@@ -61,7 +64,14 @@ impl DiskView {
             view_of,
             &template,
             progress,
-            |_| WriteBatch::default(),
+            |range| {
+                // Ahead of this attempt's puts in the same write order: what an earlier
+                // attempt (or an unfinished boot) left in the range goes.
+                let mut batch = WriteBatch::default();
+                let ceiling = keys::hash_ceiling(range.hi()).unwrap_or_else(|| vec![0xFF; 5]);
+                batch.delete_range(keys::hash_floor(range.lo()), ceiling);
+                batch
+            },
             |batch, f| {
                 let Some((key, _)) = ItemKey::decode(f.key) else {
                     return Err(f.source.corrupt(format!("bad key in frame at {}", f.index)));
