@@ -97,3 +97,40 @@ fn chunks_every_rider_passed_are_released_by_the_ring() {
         );
     }
 }
+
+/// When the last rider leaves, the stopped scanner empties the ring: the chunks it held
+/// (read by one rider and not the other, or published ahead of both) are freed then, not
+/// kept until someone boards again. A rider boarding later reads a whole revolution.
+#[test]
+fn a_carousel_nobody_rides_holds_no_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let CarouselFixture {
+        carousel,
+        records,
+        view,
+    } = carousel_fixture(dir.path(), 5, 800, 400, (2048, 256, 8));
+    let all = IterRequest::range(Partition::ALL);
+    let mut riders = carousel.board_all(&[all.clone(), all.clone()]).unwrap();
+    let held = riders[0].next_chunk().unwrap().unwrap();
+    assert!(
+        !held.is_unique(),
+        "the ring let go of a chunk a rider has not read"
+    );
+    drop(riders);
+    assert!(!carousel.status().running, "the scanner stopped");
+    assert!(
+        held.is_unique(),
+        "the ring of a carousel nobody rides still holds a chunk"
+    );
+    let mut rider = carousel.board(&all).unwrap();
+    let (frames, end) = decode_chunks(&ride_all(&mut rider));
+    let cut = view.applied_index();
+    assert_eq!(end.cut, cut);
+    let want = expected_frames(
+        &versions_upto(&records, cut, Partition::ALL),
+        &all,
+        Partition::ALL,
+        cut,
+    );
+    assert_eq!(sorted(frames), sorted(want));
+}

@@ -52,3 +52,38 @@ fn a_rider_far_from_its_range_says_it_is_alive_and_loses_no_frame() {
         assert_eq!(end.frames, want.len() as u64);
     }
 }
+
+/// A dedicated rider whose filter keeps few of the versions it reads (here only the last
+/// index's) says it is alive the same way: its worker sends what it has, perhaps nothing,
+/// once `idle_chunk_ms` passed while it read, and the frames are unchanged.
+#[test]
+fn a_dedicated_rider_with_a_sparse_filter_says_it_is_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = random_records(&mut Rng::new(12), 1500, 600);
+    let view = Arc::new(view_with(dir.path(), Partition::ALL, &records));
+    let mut req = IterRequest::range(Partition::ALL);
+    req.from = view.applied_index();
+    let (want, _) = iterate_all(&view, &req);
+    assert!(!want.is_empty(), "the test needs a frame at the last index");
+    for idle_chunk_ms in [0, IDLE_NEVER_MS] {
+        let config = CarouselConfig {
+            chunk_bytes: 256,
+            idle_chunk_ms,
+            ..CarouselConfig::default()
+        };
+        let carousel = Carousel::new(view.clone(), config);
+        let mut rider = carousel.dedicated(&req).unwrap();
+        let chunks = ride_all(&mut rider);
+        let stats = rider.stats();
+        let empty = chunks.iter().filter(|c| c.is_empty()).count() as u64;
+        assert_eq!(empty, stats.idle_chunks, "{stats:?}");
+        if idle_chunk_ms == 0 {
+            assert!(empty > 10, "{stats:?}");
+        } else {
+            assert_eq!(empty, 0, "{stats:?}");
+        }
+        let (frames, end) = decode_chunks(&chunks);
+        assert_eq!(frames, want, "idle_chunk_ms {idle_chunk_ms}");
+        assert_eq!(end.frames, want.len() as u64);
+    }
+}

@@ -254,6 +254,10 @@ pub(crate) struct State {
     released_below: u64,
     /// Set when the last rider leaves: the scanner exits at its next boundary.
     stop: bool,
+    /// A scanner thread runs and will admit riders: set when one is started, cleared under
+    /// this lock by the scanner when it decides to exit (stopped, or failing every rider
+    /// aboard), so a rider boarding after that decision starts a new one.
+    scanner_live: bool,
 }
 
 #[derive(Debug)]
@@ -403,6 +407,7 @@ impl Carousel {
             recent: VecDeque::new(),
             released_below: 0,
             stop: false,
+            scanner_live: false,
         };
         let inner = Inner {
             view,
@@ -449,7 +454,7 @@ impl Carousel {
             .map(|req| req.check(view.partition(), applied))
             .collect::<Result<Vec<_>, _>>()?;
         let mut lifecycle = self.inner.lifecycle.lock();
-        let shared: Vec<Arc<RiderShared>> = {
+        let shared: (Vec<Arc<RiderShared>>, bool) = {
             let mut st = self.inner.state.lock();
             let groups = groups_after_boarding(&st, &checked);
             if groups > self.inner.config.groups_max {
@@ -468,10 +473,14 @@ impl Carousel {
                 })
                 .collect();
             st.stop = false;
+            // A scanner that decided to exit (or panicked) admits nobody: start another.
+            let start = !st.scanner_live || lifecycle.as_ref().is_none_or(JoinHandle::is_finished);
+            st.scanner_live = true;
             self.inner.wake.notify_all();
-            shared
+            (shared, start)
         };
-        if lifecycle.as_ref().is_none_or(JoinHandle::is_finished) {
+        let (shared, start) = shared;
+        if start {
             if let Some(old) = lifecycle.take() {
                 join_scanner(old);
             }
@@ -488,6 +497,7 @@ impl Carousel {
                 Err(e) => {
                     self.inner.running.store(false, Ordering::Release);
                     let mut st = self.inner.state.lock();
+                    st.scanner_live = false;
                     for rider in &shared {
                         st.riders.remove(&rider.id);
                     }

@@ -85,7 +85,8 @@ enum Driver {
 }
 
 /// Chunks from a worker thread that runs an `Iteration` (`spawn_fill`): (bytes, frames,
-/// last). A piece is empty only if it is the last.
+/// last). A piece is empty only if it is the last, or if the worker was given an idle bound
+/// and read that long without a frame (a dedicated rider).
 struct Pieces {
     rx: Receiver<Result<(Bytes, u64, bool), IterError>>,
     /// Held while the pieces are wanted: the worker stops once nobody holds it.
@@ -185,6 +186,7 @@ impl Rider {
             inner.view.clone(),
             Source::Request(req),
             inner.config.chunk_bytes,
+            Some(Duration::from_millis(inner.config.idle_chunk_ms)),
             shared.clone(),
             "dedicated-rider",
         );
@@ -271,7 +273,11 @@ impl Rider {
                                 self.phase = Phase::Done;
                                 self.inner.leave(&self.shared);
                             }
-                            self.stats.chunks_alone += 1;
+                            if bytes.is_empty() && !last {
+                                self.stats.idle_chunks += 1;
+                            } else {
+                                self.stats.chunks_alone += 1;
+                            }
                             self.stats.frames += frames;
                             self.count(bytes.len(), frames);
                             return Some(Ok(bytes));
@@ -494,6 +500,7 @@ impl Ride {
             inner.view.clone(),
             Source::Item(c.clone(), prefix.to_vec()),
             inner.config.chunk_bytes,
+            None,
             rider.clone(),
             "large-item-rider",
         )?);
@@ -538,6 +545,7 @@ fn spawn_fill(
     view: Arc<DiskView>,
     source: Source,
     chunk_bytes: usize,
+    idle: Option<Duration>,
     counters: Arc<RiderShared>,
     name: &str,
 ) -> Result<Pieces, IterError> {
@@ -566,6 +574,7 @@ fn spawn_fill(
                 let mut buf = Vec::with_capacity(super::chunk_capacity_bytes(chunk_bytes));
                 let before = it.stats().frames;
                 let mut done = false;
+                let started = Instant::now();
                 while !done && buf.len() < chunk_bytes {
                     if still_wanted.strong_count() == 0 {
                         return;
@@ -577,6 +586,12 @@ fn spawn_fill(
                             let _ = tx.send(Err(e));
                             return;
                         }
+                    }
+                    // A sparse filter may read long without a frame: after `idle` (checked
+                    // after each bounded read, so every chunk moves on), send what there
+                    // is, perhaps nothing, so that the consumer hears from it.
+                    if idle.is_some_and(|idle| started.elapsed() >= idle) {
+                        break;
                     }
                 }
                 let frames = it.stats().frames - before;

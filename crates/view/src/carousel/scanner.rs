@@ -65,9 +65,27 @@ pub(crate) fn run(inner: &Arc<Inner>) {
         .producer
         .take()
         .expect("one scanner runs at a time");
-    if let Err(e) = scan(inner, &mut producer) {
-        tracing::error!(view = %inner.view.dir().display(), "carousel scan failed: {e}");
-        fail_all(inner, &mut producer, &e.to_string());
+    // A panic (a broken invariant) fails the riders as an error does, so none is left
+    // waiting for a scanner that is gone, and the producer goes back for the next one.
+    let scanned =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scan(inner, &mut producer)))
+            .unwrap_or_else(|_| {
+                Err(IterError::CarouselFailed {
+                    reason: "the carousel's scanner thread panicked".into(),
+                })
+            });
+    match scanned {
+        // The last rider left: nobody reads the ring's chunks again (a rider boarding
+        // later starts at the cursor), so they are freed now, not when a scan next runs.
+        Ok(()) => {
+            let released = release_all(&mut inner.state.lock(), &producer);
+            drop(released);
+        }
+        Err(e) => {
+            tracing::error!(view = %inner.view.dir().display(), "carousel scan failed: {e}");
+            fail_all(inner, &mut producer, &e.to_string());
+            fail::fail_point!("carousel::scanner_failed");
+        }
     }
     inner.state.lock().producer = Some(producer);
     inner.running.store(false, Ordering::Release);
@@ -112,6 +130,7 @@ fn boundary(inner: &Inner, cursor: u64) -> Option<Plan> {
         inner.scanner_waiting.store(true, Ordering::SeqCst);
         if st.stop {
             inner.scanner_waiting.store(false, Ordering::SeqCst);
+            st.scanner_live = false;
             return None;
         }
         admit(inner, &mut st, cursor);
@@ -457,14 +476,35 @@ fn release_passed(
     released
 }
 
+/// Empty every ring slot (the scanner stops: no rider is aboard), returning the events for
+/// the caller to drop after the state lock.
+fn release_all(st: &mut State, producer: &Producer<Slot>) -> Vec<Arc<Event>> {
+    let cursor = producer.cursor();
+    let mut seq = st
+        .released_below
+        .max(cursor.saturating_sub(producer.capacity()));
+    let mut released = Vec::new();
+    while seq < cursor {
+        if let Some(Some(event)) = producer.with_published(seq, |slot| slot.lock().take()) {
+            released.push(event);
+        }
+        seq += 1;
+    }
+    st.released_below = cursor;
+    st.recent.clear();
+    released
+}
+
 /// The scan failed: every rider aboard gets the error, including riders waiting at the
 /// head of the ring (they read a failure slot).
 fn fail_all(inner: &Inner, producer: &mut Producer<Slot>, reason: &str) {
     let pos = {
-        let st = inner.state.lock();
+        let mut st = inner.state.lock();
         for rider in st.riders.values().filter(|r| r.rides_carousel()) {
             rider.fail(reason);
         }
+        // Riders boarding from now on are not failed here: they start a new scanner.
+        st.scanner_live = false;
         st.pos.clone()
     };
     let event = Event {
@@ -531,5 +571,99 @@ mod tests {
         }
         let status = carousel.status();
         assert!(status.riders.is_empty() && !status.running, "{status:?}");
+    }
+
+    /// A rider boarding while the scanner that failed is on its way out (it failed every
+    /// rider aboard and has not ended yet) is not left waiting for a scanner that will
+    /// never admit it: it starts a new scan (which here fails the same way, and says so).
+    #[cfg(feature = "failpoints")]
+    #[test]
+    fn a_rider_boarding_as_a_failed_scanner_exits_is_not_left_waiting() {
+        use parking_lot::Mutex;
+        use std::sync::atomic::AtomicBool;
+        use std::sync::mpsc;
+        use std::time::Duration;
+
+        let scenario = fail::FailScenario::setup();
+        let dir = tempfile::tempdir().unwrap();
+        let view = DiskView::open(dir.path(), Partition::ALL).unwrap();
+        let records: Vec<Record> = (1..=50)
+            .map(|i| Record {
+                index: Index::new(i),
+                commit: true,
+                key: ItemKey::node(format!("n{i}")).unwrap(),
+                value: Value::json("{}").unwrap(),
+            })
+            .collect();
+        view.apply(&records).unwrap();
+        let bad = [
+            0xFF, 0xFF, 0xFF, 0xFF, 9, b'x', 0, 1, 0, 0, 0, 0, 0, 0, 0, 1,
+        ];
+        view.db().put(bad, b"\0{}").unwrap();
+        // Chunks large enough for every node: the scan meets the bad key with no rider
+        // having read anything.
+        let config = CarouselConfig {
+            chunk_bytes: 64 << 10,
+            ring_slots: 8,
+            rider_lag_chunks_max: 4,
+            idle_chunk_ms: 3_600_000,
+            ..CarouselConfig::default()
+        };
+        let carousel = Arc::new(Carousel::new(Arc::new(view), config));
+        // The first failed scanner stops between failing its riders and ending, until told.
+        let (hit_tx, hit_rx) = mpsc::channel::<()>();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let (hit_tx, release_rx) = (Mutex::new(hit_tx), Mutex::new(release_rx));
+        let first = AtomicBool::new(true);
+        fail::cfg_callback("carousel::scanner_failed", move || {
+            if first.swap(false, Ordering::SeqCst) {
+                let _ = hit_tx.lock().send(());
+                let _ = release_rx.lock().recv_timeout(Duration::from_secs(10));
+            }
+        })
+        .unwrap();
+        let req = IterRequest::range(Partition::ALL);
+        let mut a = carousel.board(&req).unwrap();
+        hit_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        // The scanner failed A (still aboard: it has not read its error) and has not ended.
+        // B boards now, from a thread of its own, so that a rider left waiting fails the
+        // test instead of hanging it.
+        let (done_tx, done_rx) = mpsc::channel();
+        let boarding = carousel.clone();
+        std::thread::spawn(move || {
+            let mut b = boarding.board(&IterRequest::range(Partition::ALL)).unwrap();
+            let outcome = loop {
+                match b.next_chunk() {
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => break Some(e.to_string()),
+                    None => break None,
+                }
+            };
+            let _ = done_tx.send(outcome);
+        });
+        // B is aboard (its boarding now waits for the old thread to end, or, before the
+        // fix, for a scanner that never comes); then the old scanner may end.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while carousel.status().riders.len() < 2 {
+            assert!(std::time::Instant::now() < deadline, "B never boarded");
+            std::thread::yield_now();
+        }
+        release_tx.send(()).unwrap();
+        let outcome = done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a rider that boarded as the failed scanner ended was left waiting");
+        let reason = outcome.expect("the new scan meets the same bad key");
+        assert!(reason.contains("bad key"), "{reason}");
+        let err = loop {
+            match a.next_chunk() {
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => break e,
+                None => panic!("the rider ended without the scan's error"),
+            }
+        };
+        assert!(matches!(err, IterError::CarouselFailed { .. }), "{err}");
+        drop(a);
+        fail::remove("carousel::scanner_failed");
+        scenario.teardown();
     }
 }
