@@ -36,8 +36,13 @@ const BUCKETS_MAX: usize = 255;
 /// Smallest write buffer per bucket worth having; fewer buckets below it.
 const BUCKET_BUFFER_MIN_BYTES: u64 = 4 << 10;
 
-/// Read buffer for streaming a one-key bucket.
+/// Read buffer for streaming a one-key bucket (at most a quarter of the budget).
 const STREAM_BUFFER_BYTES: usize = 1 << 20;
+
+/// Bytes of splitter keys one spill or split keeps, as a share of the budget (1/16).
+fn splitter_bytes_max(memory_bytes: u64) -> usize {
+    usize::try_from(memory_bytes / 16).unwrap_or(usize::MAX)
+}
 
 /// How an [`EntrySorter`] may use memory, disk and threads.
 #[derive(Debug, Clone)]
@@ -180,8 +185,9 @@ impl EntrySorter {
     }
 
     fn batch_limit_bytes(&self) -> u64 {
-        if self.spill.is_some() {
-            self.memory_bytes / 2
+        if let Some(spill) = &self.spill {
+            // The bucket buffers take the other half; the splitters are kept beside them.
+            (self.memory_bytes / 2).saturating_sub(spill.buckets.splitter_bytes())
         } else {
             // The first spill holds one bucket buffer next to the full batch.
             self.memory_bytes - bucket_shape(self.memory_bytes / 2).1 as u64
@@ -202,10 +208,13 @@ impl EntrySorter {
                 spill.buckets.write_batch(&mut spill.tmp, &self.batch)?;
             }
             None => {
-                let mut tmp = TmpFiles::new(&self.tmp_dir)?;
+                let mut tmp = TmpFiles::new(&self.tmp_dir, needed)?;
                 self.batch.sort(self.threads);
                 let (count, buffer) = bucket_shape(self.memory_bytes / 2);
-                let mut buckets = BucketSet::new(self.batch.splitters(count), buffer, 0);
+                let splitters = self
+                    .batch
+                    .splitters(count, splitter_bytes_max(self.memory_bytes));
+                let mut buckets = BucketSet::new(splitters, buffer, 0);
                 buckets.needed_bytes = needed;
                 buckets.write_sorted(&mut tmp, &self.batch)?;
                 self.spill = Some(Spill { tmp, buckets });
@@ -302,7 +311,9 @@ impl SortedEntries {
                 *spare = Batch::default();
             }
             if bucket.kind == Kind::Equal {
-                *current = Current::Stream(FrameReader::open(&bucket.path, STREAM_BUFFER_BYTES)?);
+                let buffer = STREAM_BUFFER_BYTES
+                    .min(usize::try_from(self.memory_bytes / 4).unwrap_or(STREAM_BUFFER_BYTES));
+                *current = Current::Stream(FrameReader::open(&bucket.path, buffer)?);
                 // Unlinked now; the open reader keeps the bytes until it is dropped.
                 remove(&bucket.path);
             } else if bucket.sort_cost_bytes() <= self.memory_bytes {
@@ -359,7 +370,7 @@ fn split(
     }
     drop(reader);
     sample.sort(threads);
-    let splitters = sample.splitters(count);
+    let splitters = sample.splitters(count, splitter_bytes_max(memory_bytes));
     drop(sample);
     let mut buckets = BucketSet::new(splitters, buffer, bucket.depth + 1);
     buckets.needed_bytes = 2 * stats.bytes_in.max(1);

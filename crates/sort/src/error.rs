@@ -32,6 +32,18 @@ pub enum SortError {
          free; the partial file was removed"
     )]
     NoSpaceForRecords { path: PathBuf, needed_bytes: u64 },
+    /// The output is complete under its name (its bytes synced), but syncing its directory
+    /// failed, so the name may not survive a power cut. The file is kept: removing it would
+    /// need the same directory sync.
+    #[error(
+        "{path} is complete, but syncing its directory {dir} failed: {source}; its name may \
+         not survive a power cut (run `sync` before relying on it)"
+    )]
+    OutputNotDurable {
+        path: PathBuf,
+        dir: PathBuf,
+        source: std::io::Error,
+    },
     /// A write failed for another reason.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -107,6 +119,26 @@ impl SortError {
             SortError::NoSpace { path, needed_bytes }
         } else {
             SortError::Write { path, source }
+        }
+    }
+
+    /// Maps an error creating the private temporary directory in `dir`: a full disk says
+    /// how much space the sort needs, as a full disk met later does.
+    pub(crate) fn tmp_dir(
+        dir: &std::path::Path,
+        needed_bytes: u64,
+        source: std::io::Error,
+    ) -> Self {
+        if is_no_space(&source) {
+            SortError::NoSpace {
+                path: dir.to_path_buf(),
+                needed_bytes,
+            }
+        } else {
+            SortError::TmpDir {
+                dir: dir.to_path_buf(),
+                source,
+            }
         }
     }
 

@@ -345,10 +345,7 @@ fn sort_with_plan(
             let tmp = tempfile::Builder::new()
                 .prefix(".spindle-sort-")
                 .tempdir_in(&tmp_parent)
-                .map_err(|source| SortError::TmpDir {
-                    dir: tmp_parent.clone(),
-                    source,
-                })?;
+                .map_err(|e| SortError::tmp_dir(&tmp_parent, needed_bytes, e))?;
             let _buckets_on_signal = crate::cleanup::register(tmp.path());
             direct.buckets = aligned::direct_for_dir(tmp.path(), opts.io)
                 .map_err(|e| SortError::write(tmp.path(), needed_bytes, e))?;
@@ -413,9 +410,25 @@ fn sort_with_plan(
         .map_err(|e| SortError::write(output, needed_bytes, e))?;
     guard.done = true;
     // The new name must survive a power cut too, not only the file's bytes.
-    sync_dir(&out_dir).map_err(|e| SortError::write(&out_dir, needed_bytes, e))?;
+    sync_output_dir(output, &out_dir)?;
     report.phases = phases.list;
     Ok(report)
+}
+
+/// Sync `dir` after `output` was renamed into it; a failure is `OutputNotDurable` (the
+/// output is complete and kept). Failpoint `sort::sync_output_dir` fails it with EIO.
+pub(crate) fn sync_output_dir(output: &Path, dir: &Path) -> Result<(), SortError> {
+    let synced = (|| {
+        fail::fail_point!("sort::sync_output_dir", |_| Err(
+            std::io::Error::from_raw_os_error(libc::EIO)
+        ));
+        sync_dir(dir)
+    })();
+    synced.map_err(|source| SortError::OutputNotDurable {
+        path: output.to_path_buf(),
+        dir: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// Splits every range bucket larger than an arena again (depth first, in key order).

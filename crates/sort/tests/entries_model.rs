@@ -139,6 +139,23 @@ fn larger_than_memory_spills_in_two_passes() {
 }
 
 #[test]
+fn keys_longer_than_the_splitters_allowance_still_split() {
+    // Keys of 1,500 bytes in a 16 KiB budget: between the splitters' allowance (1/16 of
+    // the budget) and the largest entry (1/8); still at least one splitter per spill and
+    // per split, so every split makes progress and the sort ends.
+    let entries: Vec<Entry> = (0..400u32)
+        .map(|i| {
+            let mut key = vec![b'k'; 1500];
+            key[..4].copy_from_slice(&i.wrapping_mul(2654435761).to_be_bytes());
+            (key, i.to_be_bytes().to_vec())
+        })
+        .collect();
+    let (out, stats) = sort(&entries, ENTRY_MEMORY_MIN_BYTES, 1);
+    assert_eq!(out, reference(&entries));
+    assert!(stats.bytes_spilled > 0, "{stats:?}");
+}
+
+#[test]
 fn one_key_only_streams_in_push_order() {
     let entries: Vec<Entry> = (0..20_000u32)
         .map(|i| (b"same".to_vec(), i.to_be_bytes().to_vec()))

@@ -11,6 +11,7 @@ use std::process::Command;
 
 use common::names_in;
 
+use spindle_sort::entries::{EntrySortOptions, EntrySorter, ENTRY_MEMORY_MIN_BYTES};
 use spindle_sort::records::check::check_file;
 use spindle_sort::records::gen::{generate, GenOptions};
 use spindle_sort::records::{
@@ -127,6 +128,90 @@ fn full_disk_removes_temporary_files_and_says_how_much_space() {
         );
         assert!(names.is_empty(), "{io:?}: left behind: {names:?}");
     }
+}
+
+/// A mounted file system, unmounted when dropped (also when a test panics).
+struct Mounted<'a>(&'a Path);
+
+impl Drop for Mounted<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0).status();
+    }
+}
+
+/// A tmpfs whose only inode is its root, mounted at `dir`: making a directory in it fails
+/// with ENOSPC. `None` where that cannot be done here (not root, or another error).
+fn mount_without_inodes(dir: &Path) -> Option<Mounted<'_>> {
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m,nr_inodes=1", "tmpfs"])
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        return None;
+    }
+    let mounted = Mounted(dir);
+    let probe = std::fs::create_dir(dir.join("probe"));
+    if probe.as_ref().err().and_then(std::io::Error::raw_os_error) == Some(libc::ENOSPC) {
+        return Some(mounted);
+    }
+    let _ = std::fs::remove_dir(dir.join("probe"));
+    None
+}
+
+#[test]
+fn a_full_disk_for_the_temporary_directory_says_how_much_space() {
+    let base = tempfile::tempdir().unwrap();
+    let full = base.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    let Some(mounted) = mount_without_inodes(&full) else {
+        eprintln!("skipped: cannot mount a tmpfs without free inodes here (needs root)");
+        return;
+    };
+    let inp = base.path().join("in");
+    generate(&inp, &records(40_000, false, 5)).unwrap();
+    let mut outcomes = Vec::new();
+    for io in [IoMode::Buffered, IoMode::Auto] {
+        let result = sort_file(
+            &inp,
+            &base.path().join("out"),
+            &RecordSortOptions {
+                io,
+                tmp_dir: Some(full.clone()),
+                ..opts(1 << 20)
+            },
+            &mut |_| {},
+        );
+        outcomes.push((io, result.map(drop)));
+    }
+    // The entry sorter, spilling its first batch.
+    let mut sorter = EntrySorter::new(EntrySortOptions {
+        memory_bytes: ENTRY_MEMORY_MIN_BYTES,
+        tmp_dir: full.clone(),
+        threads: 1,
+    })
+    .unwrap();
+    let spilled = (0u64..100_000)
+        .map(|i| sorter.push(&i.to_be_bytes(), &[7; 64]))
+        .find_map(Result::err);
+    drop(sorter);
+    let left = (names_in(base.path()), names_in(&full));
+    drop(mounted);
+    for (io, result) in outcomes {
+        match result {
+            Err(SortError::NoSpace { needed_bytes, .. }) => assert!(
+                (4_000_000..=5_000_000).contains(&needed_bytes),
+                "{io:?}: {needed_bytes}"
+            ),
+            other => panic!("{io:?}: {other:?}"),
+        }
+    }
+    match spilled {
+        Some(SortError::NoSpace { needed_bytes, .. }) => assert!(needed_bytes > 0),
+        other => panic!("entry sorter: {other:?}"),
+    }
+    assert_eq!(left.0, ["full", "in"], "left beside the input");
+    assert!(left.1.is_empty(), "left in the full tmpfs: {:?}", left.1);
 }
 
 fn records(records: u64, skew: bool, seed: u64) -> GenOptions {

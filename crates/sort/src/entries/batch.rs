@@ -250,51 +250,30 @@ impl Batch {
                     scope.spawn(|| part.sort_unstable_by(in_order));
                 }
             });
-            if threads == 2 {
-                // The usual case on this machine: one merge, into memory kept for it.
-                let mut out = std::mem::take(&mut self.scratch);
+            // Runs merged pairwise, back and forth between the index and one scratch
+            // index kept for it: two indexes' memory at any time, as `SLOT_BYTES` counts,
+            // whatever the thread count (one pass with two threads).
+            let mut out = std::mem::take(&mut self.scratch);
+            let mut run = chunk;
+            while run < slots.len() {
                 out.clear();
-                let (a, b) = slots.split_at(chunk);
-                self.merge_two_into(a, b, &mut out);
-                self.scratch = slots;
-                slots = out;
-            } else {
-                slots = self.merge_chunks(&slots, chunk);
+                out.reserve_exact(slots.len());
+                for pair in slots.chunks(2 * run) {
+                    let (a, b) = pair.split_at(run.min(pair.len()));
+                    self.merge_two_into(a, b, &mut out);
+                }
+                std::mem::swap(&mut slots, &mut out);
+                run *= 2;
             }
+            self.scratch = out;
         }
         self.slots = slots;
     }
 
-    /// Merges sorted chunks of `chunk` slots; on equal keys the earlier chunk wins, which
-    /// keeps push order.
-    fn merge_chunks(&self, slots: &[Slot], chunk: usize) -> Vec<Slot> {
-        self.merge_owned(slots.chunks(chunk).map(<[Slot]>::to_vec).collect())
-    }
-
-    fn merge_owned(&self, mut runs: Vec<Vec<Slot>>) -> Vec<Slot> {
-        while runs.len() > 1 {
-            let mut next = Vec::with_capacity(runs.len().div_ceil(2));
-            let mut it = runs.into_iter();
-            while let Some(a) = it.next() {
-                match it.next() {
-                    Some(b) => next.push(self.merge_two(&a, &b)),
-                    None => next.push(a),
-                }
-            }
-            runs = next;
-        }
-        runs.pop().unwrap_or_default()
-    }
-
-    fn merge_two(&self, a: &[Slot], b: &[Slot]) -> Vec<Slot> {
-        let mut out = Vec::new();
-        self.merge_two_into(a, b, &mut out);
-        out
-    }
-
+    /// Appends the merge of sorted `a` and `b` to `out`; on equal keys `a` goes first,
+    /// which keeps push order. `out` must have room (no growth past what the budget counts).
     fn merge_two_into(&self, a: &[Slot], b: &[Slot], out: &mut Vec<Slot>) {
-        // Exactly: a kept scratch must not grow past what the budget counts for it.
-        out.reserve_exact(a.len() + b.len());
+        debug_assert!(out.capacity() - out.len() >= a.len() + b.len());
         let (mut i, mut j) = (0, 0);
         while i < a.len() && j < b.len() {
             if self.compare(&b[j], &a[i]) == Ordering::Less {
@@ -311,15 +290,29 @@ impl Batch {
 
     /// Splitters for `buckets_max` buckets: distinct keys at even quantiles of the (sorted)
     /// batch. At most `(buckets_max - 1) / 2` of them: each splitter brings a range bucket
-    /// below it and an equality bucket for itself.
-    pub(crate) fn splitters(&self, buckets_max: usize) -> Vec<Vec<u8>> {
+    /// below it and an equality bucket for itself. Their keys take at most `bytes_max` in
+    /// all (they are kept beside the batch and the bucket buffers: long keys give fewer
+    /// buckets, still at even quantiles when the keys are of about one length), but for one
+    /// splitter, which a non-empty batch always gets: without one a split would write its
+    /// bucket again unchanged, for ever.
+    pub(crate) fn splitters(&self, buckets_max: usize, bytes_max: usize) -> Vec<Vec<u8>> {
         let n = self.len();
-        let want = ((buckets_max.max(3) - 1) / 2).min(n);
+        let key_bytes: usize = self.slots.iter().map(|s| s.key_len as usize).sum();
+        let mean = key_bytes.div_ceil(n.max(1)).max(1);
+        let want = ((buckets_max.max(3) - 1) / 2)
+            .min(n)
+            .min((bytes_max / mean).max(1));
         let mut out: Vec<Vec<u8>> = Vec::with_capacity(want);
+        let mut taken = 0;
         for q in 1..=want {
             let i = (q * n / (want + 1)).min(n - 1);
             let key = self.key(i);
+            // A key past the bytes left is passed over (a shorter one later may fit).
+            if !out.is_empty() && taken + key.len() > bytes_max {
+                continue;
+            }
             if out.last().map(Vec::as_slice) != Some(key) {
+                taken += key.len();
                 out.push(key.to_vec());
             }
         }
@@ -386,6 +379,38 @@ mod tests {
         let mut want = input;
         want.sort_by(|a, b| a.0.cmp(&b.0));
         assert!(sorted(&batch) == want);
+    }
+
+    #[test]
+    fn splitters_keep_within_their_bytes_at_even_quantiles() {
+        let mut batch = Batch::default();
+        for i in 0..1000u32 {
+            let mut key = vec![b'k'; 10_000];
+            key[..4].copy_from_slice(&i.to_be_bytes());
+            batch.push(&key, b"v");
+        }
+        batch.sort(1);
+        // Room for 127 short splitters, but for 6 of these keys only.
+        let splitters = batch.splitters(255, 64 << 10);
+        let bytes: usize = splitters.iter().map(Vec::len).sum();
+        assert!(bytes <= 64 << 10, "{bytes}");
+        assert_eq!(splitters.len(), 6);
+        let firsts: Vec<u32> = splitters
+            .iter()
+            .map(|s| u32::from_be_bytes(s[..4].try_into().unwrap()))
+            .collect();
+        assert_eq!(firsts, [142, 285, 428, 571, 714, 857]);
+        // Short keys: the count bounds them, not the bytes.
+        let mut short = Batch::default();
+        for i in 0..1000u32 {
+            short.push(&i.to_be_bytes(), b"v");
+        }
+        short.sort(1);
+        assert_eq!(short.splitters(255, 64 << 10).len(), 127);
+        // Keys longer than the whole allowance: still one splitter, at the median.
+        let one = batch.splitters(255, 1000);
+        assert_eq!(one.len(), 1);
+        assert_eq!(u32::from_be_bytes(one[0][..4].try_into().unwrap()), 500);
     }
 
     const PARALLEL_TEST_ENTRIES: usize = 100_000;

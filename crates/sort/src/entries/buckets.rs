@@ -50,14 +50,12 @@ pub(crate) struct TmpFiles {
 }
 
 impl TmpFiles {
-    pub(crate) fn new(parent: &Path) -> Result<TmpFiles, SortError> {
+    /// The private directory in `parent`; a full disk is `NoSpace` with `needed_bytes`.
+    pub(crate) fn new(parent: &Path, needed_bytes: u64) -> Result<TmpFiles, SortError> {
         let dir = tempfile::Builder::new()
             .prefix(".spindle-sort-")
             .tempdir_in(parent)
-            .map_err(|source| SortError::TmpDir {
-                dir: parent.to_path_buf(),
-                source,
-            })?;
+            .map_err(|e| SortError::tmp_dir(parent, needed_bytes, e))?;
         Ok(TmpFiles { dir, next: 0 })
     }
 
@@ -92,6 +90,11 @@ pub(crate) struct BucketSet {
 }
 
 impl BucketSet {
+    /// Bytes of the splitters' keys (kept for as long as the set routes).
+    pub(crate) fn splitter_bytes(&self) -> u64 {
+        self.splitters.iter().map(|s| s.len() as u64).sum()
+    }
+
     pub(crate) fn new(splitters: Vec<Vec<u8>>, buffer_bytes: usize, depth: u32) -> BucketSet {
         let n = 2 * splitters.len() + 1;
         BucketSet {

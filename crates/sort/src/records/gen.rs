@@ -127,7 +127,7 @@ pub fn generate(path: &Path, opts: &GenOptions) -> Result<(), SortError> {
     drop(w);
     tmp.as_file().sync_all().map_err(err)?;
     crate::cleanup::finish(|| tmp.persist(path)).map_err(|e| err(e.error))?;
-    crate::records::sync_dir(dir).map_err(err)
+    crate::records::sync_output_dir(path, dir)
 }
 
 #[cfg(test)]
