@@ -241,13 +241,24 @@ async fn start_appender(
         // gives the lease up: a process that cannot append must not keep a standby from
         // taking over.
         let ran = tokio::spawn(task.run(rx)).await;
+        // Renewal ends before the release: a renewal in flight after the delete would find
+        // the key gone and create it again, keeping every standby out for a TTL.
         renewal.abort();
         let _ = renewal.await;
-        if let Err(e) = ran {
-            let cause = format!("the appender task stopped: {e}");
-            tracing::error!("{cause}");
-            shared.fail(cause);
-            lease.release().await;
+        match ran {
+            // Closed (answered once the lease is given up), or every handle dropped.
+            Ok(close) => {
+                lease.release().await;
+                if let Some(reply) = close {
+                    let _ = reply.send(());
+                }
+            }
+            Err(e) => {
+                let cause = format!("the appender task stopped: {e}");
+                tracing::error!("{cause}");
+                shared.fail(cause);
+                lease.release().await;
+            }
         }
     });
     Ok(tx)
@@ -438,24 +449,27 @@ impl Lease {
         self.held_at().await.is_some()
     }
 
-    /// Whether the lease key names this holder now; an error when the bucket cannot be
-    /// read (unlike `held_at`, which counts that as not held).
-    async fn holder(&self) -> Result<bool, String> {
+    /// The revision of the lease key if it names this holder now (`None` when it names
+    /// another or nobody); an error when the bucket cannot be read.
+    async fn holder_revision(&self) -> Result<Option<u64>, String> {
         match self.kv.entry(LEASE_KEY).await {
-            Ok(Some(e)) => Ok(e.operation == kv::Operation::Put && e.value == self.id.as_bytes()),
-            Ok(None) => Ok(false),
+            Ok(Some(e)) if e.operation == kv::Operation::Put && e.value == self.id.as_bytes() => {
+                Ok(Some(e.revision))
+            }
+            Ok(_) => Ok(None),
             Err(e) => Err(e.to_string()),
         }
     }
 
+    /// Whether the lease key names this holder now; an error when the bucket cannot be
+    /// read (unlike `held_at`, which counts that as not held).
+    async fn holder(&self) -> Result<bool, String> {
+        self.holder_revision().await.map(|r| r.is_some())
+    }
+
     /// The revision of the lease key if this holder's id is its value now.
     async fn held_at(&self) -> Option<u64> {
-        match self.kv.entry(LEASE_KEY).await {
-            Ok(Some(e)) if e.operation == kv::Operation::Put && e.value == self.id.as_bytes() => {
-                Some(e.revision)
-            }
-            _ => None,
-        }
+        self.holder_revision().await.ok().flatten()
     }
 
     /// Give the lease up if this holder still has it: the delete is conditioned on the
@@ -603,14 +617,16 @@ struct Appender {
 }
 
 impl Appender {
-    async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+    /// Group-commit until `Close` (returning its reply, which the caller sends once the
+    /// lease is given up) or until every sender is dropped (`None`).
+    async fn run(mut self, mut rx: mpsc::Receiver<Command>) -> Option<oneshot::Sender<()>> {
         let mut carried: Option<Command> = None;
         loop {
             let cmd = match carried.take() {
                 Some(c) => c,
                 None => match rx.recv().await {
                     Some(c) => c,
-                    None => break,
+                    None => return None,
                 },
             };
             match cmd {
@@ -667,11 +683,7 @@ impl Appender {
                 Command::Truncate { below, reply } => {
                     let _ = reply.send(self.truncate(below).await);
                 }
-                Command::Close { reply } => {
-                    self.lease.release().await;
-                    let _ = reply.send(());
-                    break;
-                }
+                Command::Close { reply } => return Some(reply),
             }
         }
     }
@@ -903,13 +915,18 @@ impl Appender {
             }
             let subject = format!("{prefix}.{byte:02x}");
             if i < last {
-                if let Err(e) = client
-                    .publish_with_headers(subject, headers, payload.clone())
-                    .await
-                {
-                    return Published::Unknown(format!("publish: {e}"));
+                // Bounded like the ack: while the client reconnects its queue of outgoing
+                // messages can fill, and a publish would then wait for as long as that takes.
+                let publish = client.publish_with_headers(subject, headers, payload.clone());
+                match tokio::time::timeout(self.shared.config.ack_timeout, publish).await {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(e)) => return Published::Unknown(format!("publish: {e}")),
+                    Err(_) => {
+                        return Published::Unknown(
+                            "publish not queued within the ack timeout".into(),
+                        )
+                    }
                 }
-                continue;
             }
             headers.insert("Nats-Batch-Commit", "1");
             let request = client.request_with_headers(subject, headers, payload.clone());

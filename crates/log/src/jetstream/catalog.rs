@@ -3,7 +3,9 @@
 //! every third of `ttl`; a reader counts only entries put less than `ttl` ago, and the
 //! bucket (created with the first registrant's `ttl` as its age limit) deletes older ones,
 //! so a process that dies drops out by itself; one that closes deletes its key at once.
-//! Every process of a stream must use the same `ttl`. The same task reads every entry after
+//! Every process of a stream should use the same `ttl`; one that does not renews every
+//! third of the shorter of its own and the bucket's age limit, counts entries younger than
+//! the bucket's limit as live, and warns. The same task reads every entry after
 //! each renewal, so `members` answers from memory without a network call.
 
 use std::sync::Arc;
@@ -154,7 +156,10 @@ impl JetStreamLog {
                         .map_err(|e| e.to_string()),
                 };
                 match kv {
-                    Ok(kv) => return Ok(kv),
+                    Ok(kv) => {
+                        let max_age = kv.status().await.map_or(ttl, |s| s.max_age());
+                        return Ok((kv, max_age));
+                    }
                     Err(e) if asked.elapsed() < wait => {
                         tracing::debug!(error = %e, "catalog bucket not available yet; retrying");
                         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -165,6 +170,26 @@ impl JetStreamLog {
         }))
         .map_err(|e| refuse(format!("catalog task: {e}")))?
         .map_err(|e| refuse(format!("opening the catalog bucket: {e}")))?;
+        let (store, max_age) = store;
+        // The bucket deletes entries older than the age its creator gave it: renewed every
+        // third of the shorter of the two, an entry never lapses between renewals, though
+        // this process was configured with another ttl (every process should use one).
+        let every = if max_age.is_zero() {
+            ttl
+        } else {
+            ttl.min(max_age)
+        } / 3;
+        // Every member renews within a third of the bucket's age limit, whatever its own
+        // ttl: entries younger than that limit are live (the bucket deletes older ones).
+        let window = if max_age.is_zero() { ttl } else { max_age };
+        if !max_age.is_zero() && max_age != ttl {
+            tracing::warn!(
+                bucket = %format!("{}_CATALOG", self.shared.config.stream),
+                "the catalog bucket keeps entries {max_age:?}, this process registers with a \
+                 ttl of {ttl:?}: renewing every {every:?}; give every process of the stream \
+                 the same catalog ttl"
+            );
+        }
         let key = key.to_owned();
         let entry: Arc<dyn Fn() -> Vec<u8> + Send + Sync> = Arc::new(entry);
         // The first put, before returning: a caller sees itself registered. A bucket that
@@ -193,7 +218,7 @@ impl JetStreamLog {
         // the renewal task.
         let first = futures::executor::block_on(self.handle.spawn({
             let store = store.clone();
-            async move { read_all(&store, ttl).await }
+            async move { read_all(&store, window).await }
         }))
         .map_err(|e| refuse(format!("catalog task: {e}")))?;
         let mut seen = Seen::default();
@@ -211,9 +236,8 @@ impl JetStreamLog {
             let seen = seen.clone();
             let renew = renew.clone();
             async move {
-                let every = ttl / 3;
                 loop {
-                    let read = read_all(&store, ttl).await;
+                    let read = read_all(&store, window).await;
                     {
                         let mut s = seen.lock();
                         match read {
