@@ -234,6 +234,7 @@ async fn start_appender(
         records_max,
         last_group_txns: 0,
         acked_at: tokio::time::Instant::now(),
+        truncating: None,
     };
     let (shared, lease) = (shared.clone(), task.lease.clone());
     tokio::spawn(async move {
@@ -614,6 +615,53 @@ struct Appender {
     /// many, at most `group_commit_linger` after the previous one was answered).
     last_group_txns: usize,
     acked_at: tokio::time::Instant,
+    /// A truncation writing its checkpoint and purging, off the group-commit loop (it
+    /// answers its caller itself); the next truncation or a close waits for it.
+    truncating: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// What a truncation has left to do once the appender checked it.
+enum Truncation {
+    /// Nothing below this first index to purge.
+    Nothing(Index),
+    Purge(Purge),
+}
+
+/// A truncation's last steps, once the table is encoded: they run on a task of their own,
+/// so that appends go on while the checkpoint uploads.
+struct Purge {
+    shared: Arc<Shared>,
+    store: object_store::ObjectStore,
+    bytes: Vec<u8>,
+    stream: async_nats::jetstream::stream::Stream,
+    below: Index,
+}
+
+impl Purge {
+    /// Put the checkpoint, then purge below `below`: the stream never lacks records the
+    /// checkpoint in the store does not cover.
+    async fn run(self) -> Result<Index, TruncateError> {
+        let failed = |cause: String| TruncateError::Failed { cause };
+        // Tests stretch the upload, as a large table's would be (`return(MS)` pauses this
+        // task only).
+        #[cfg(feature = "failpoints")]
+        if let Some(Some(ms)) = fail::eval("jetstream::checkpoint_put", |arg| {
+            arg.and_then(|a| a.parse::<u64>().ok())
+        }) {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        self.store
+            .put(CHECKPOINT_OBJECT, &mut self.bytes.as_slice())
+            .await
+            .map_err(|e| failed(format!("write the version checkpoint: {e}")))?;
+        self.stream
+            .purge()
+            .sequence(self.below.get())
+            .await
+            .map_err(|e| failed(format!("purge below {}: {e}", self.below)))?;
+        self.shared.set_first(self.below);
+        Ok(self.below)
+    }
 }
 
 impl Appender {
@@ -626,7 +674,10 @@ impl Appender {
                 Some(c) => c,
                 None => match rx.recv().await {
                     Some(c) => c,
-                    None => return None,
+                    None => {
+                        self.truncation_done().await;
+                        return None;
+                    }
                 },
             };
             match cmd {
@@ -681,9 +732,25 @@ impl Appender {
                     self.acked_at = tokio::time::Instant::now();
                 }
                 Command::Truncate { below, reply } => {
-                    let _ = reply.send(self.truncate(below).await);
+                    self.truncation_done().await;
+                    match self.truncate(below).await {
+                        Ok(Truncation::Purge(purge)) => {
+                            self.truncating = Some(tokio::spawn(async move {
+                                let _ = reply.send(purge.run().await);
+                            }));
+                        }
+                        Ok(Truncation::Nothing(first)) => {
+                            let _ = reply.send(Ok(first));
+                        }
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
+                        }
+                    }
                 }
-                Command::Close { reply } => return Some(reply),
+                Command::Close { reply } => {
+                    self.truncation_done().await;
+                    return Some(reply);
+                }
             }
         }
     }
@@ -1022,7 +1089,16 @@ impl Appender {
 
     /// Checkpoint the version table, then purge every record below `below` (never past the
     /// durable index + 1).
-    async fn truncate(&mut self, below: Index) -> Result<Index, TruncateError> {
+    /// Wait for the truncation in flight, if any, to finish.
+    async fn truncation_done(&mut self) {
+        if let Some(task) = self.truncating.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// Check the lease and encode the checkpoint: the `Purge` left to do, or nothing when
+    /// the stream already starts at or above `below`.
+    async fn truncate(&mut self, below: Index) -> Result<Truncation, TruncateError> {
         let failed = |cause: String| TruncateError::Failed { cause };
         if let Some(cause) = self.shared.failure() {
             return Err(failed(cause));
@@ -1030,7 +1106,7 @@ impl Appender {
         let below = below.min(self.last.next());
         let first = self.shared.first_index();
         if below <= first {
-            return Ok(first);
+            return Ok(Truncation::Nothing(first));
         }
         // Only the appender may write the checkpoint, and only one that covers the stream
         // as it is: a deposed appender that has not yet noticed (nothing made it append)
@@ -1081,17 +1157,13 @@ impl Appender {
         }
         let store = checkpoint_store(&self.shared).await.map_err(failed)?;
         let bytes = self.versions.encode_checkpoint(self.last);
-        store
-            .put(CHECKPOINT_OBJECT, &mut bytes.as_slice())
-            .await
-            .map_err(|e| failed(format!("write the version checkpoint: {e}")))?;
-        stream
-            .purge()
-            .sequence(below.get())
-            .await
-            .map_err(|e| failed(format!("purge below {below}: {e}")))?;
-        self.shared.set_first(below);
-        Ok(below)
+        Ok(Truncation::Purge(Purge {
+            shared: self.shared.clone(),
+            store,
+            bytes,
+            stream,
+            below,
+        }))
     }
 }
 
