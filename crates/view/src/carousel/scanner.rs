@@ -528,10 +528,10 @@ mod tests {
     use crate::disk::DiskView;
     use crate::iterate::IterRequest;
 
-    #[test]
-    fn a_failed_scan_stops_every_rider_with_the_reason() {
-        let dir = tempfile::tempdir().unwrap();
-        let view = DiskView::open(dir.path(), Partition::ALL).unwrap();
+    /// A view of 50 nodes and, at the end of the hash space, a key no Disk View writes
+    /// (kind 9): a scan of it fails there.
+    fn view_with_a_bad_key(dir: &std::path::Path) -> DiskView {
+        let view = DiskView::open(dir, Partition::ALL).unwrap();
         let records: Vec<Record> = (1..=50)
             .map(|i| Record {
                 index: Index::new(i),
@@ -541,11 +541,17 @@ mod tests {
             })
             .collect();
         view.apply(&records).unwrap();
-        // A key no Disk View writes (kind 9), at the end of the hash space.
         let bad = [
             0xFF, 0xFF, 0xFF, 0xFF, 9, b'x', 0, 1, 0, 0, 0, 0, 0, 0, 0, 1,
         ];
         view.db().put(bad, b"\0{}").unwrap();
+        view
+    }
+
+    #[test]
+    fn a_failed_scan_stops_every_rider_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let view = view_with_a_bad_key(dir.path());
         let config = CarouselConfig {
             chunk_bytes: 64,
             ring_slots: 8,
@@ -586,20 +592,7 @@ mod tests {
 
         let scenario = fail::FailScenario::setup();
         let dir = tempfile::tempdir().unwrap();
-        let view = DiskView::open(dir.path(), Partition::ALL).unwrap();
-        let records: Vec<Record> = (1..=50)
-            .map(|i| Record {
-                index: Index::new(i),
-                commit: true,
-                key: ItemKey::node(format!("n{i}")).unwrap(),
-                value: Value::json("{}").unwrap(),
-            })
-            .collect();
-        view.apply(&records).unwrap();
-        let bad = [
-            0xFF, 0xFF, 0xFF, 0xFF, 9, b'x', 0, 1, 0, 0, 0, 0, 0, 0, 0, 1,
-        ];
-        view.db().put(bad, b"\0{}").unwrap();
+        let view = view_with_a_bad_key(dir.path());
         // Chunks large enough for every node: the scan meets the bad key with no rider
         // having read anything.
         let config = CarouselConfig {
