@@ -234,14 +234,17 @@ async fn start_appender(
         records_max,
         last_group_txns: 0,
         acked_at: tokio::time::Instant::now(),
-        truncating: None,
+        truncating: Truncating::default(),
     };
-    let (shared, lease) = (shared.clone(), task.lease.clone());
+    let (shared, lease, truncating) = (shared.clone(), task.lease.clone(), task.truncating.clone());
     tokio::spawn(async move {
         // On its own task, so that a panic (a broken invariant) still ends the renewal and
         // gives the lease up: a process that cannot append must not keep a standby from
         // taking over.
         let ran = tokio::spawn(task.run(rx)).await;
+        // A truncation still uploading or purging (the task panicked meanwhile) ends while
+        // the lease is held: a successor must not rebuild while this one purges.
+        await_truncation(&truncating).await;
         // Renewal ends before the release: a renewal in flight after the delete would find
         // the key gone and create it again, keeping every standby out for a TTL.
         renewal.abort();
@@ -616,8 +619,23 @@ struct Appender {
     last_group_txns: usize,
     acked_at: tokio::time::Instant,
     /// A truncation writing its checkpoint and purging, off the group-commit loop (it
-    /// answers its caller itself); the next truncation or a close waits for it.
-    truncating: Option<tokio::task::JoinHandle<()>>,
+    /// answers its caller itself); the next truncation or a close waits for it, and so
+    /// does the lease's release after a panic of this task (shared for that).
+    truncating: Truncating,
+}
+
+/// The truncation task in flight, if any.
+type Truncating = Arc<parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>>;
+
+/// Wait for the truncation in `slot`, if any, to end (a failure of its task is logged: its
+/// caller was answered `Closed`).
+async fn await_truncation(slot: &Truncating) {
+    let task = slot.lock().take();
+    if let Some(task) = task {
+        if let Err(e) = task.await {
+            tracing::error!("a truncation's task stopped: {e}");
+        }
+    }
 }
 
 /// What a truncation has left to do once the appender checked it.
@@ -735,7 +753,7 @@ impl Appender {
                     self.truncation_done().await;
                     match self.truncate(below).await {
                         Ok(Truncation::Purge(purge)) => {
-                            self.truncating = Some(tokio::spawn(async move {
+                            *self.truncating.lock() = Some(tokio::spawn(async move {
                                 let _ = reply.send(purge.run().await);
                             }));
                         }
@@ -1087,16 +1105,13 @@ impl Appender {
         Ok(())
     }
 
-    /// Checkpoint the version table, then purge every record below `below` (never past the
-    /// durable index + 1).
     /// Wait for the truncation in flight, if any, to finish.
     async fn truncation_done(&mut self) {
-        if let Some(task) = self.truncating.take() {
-            let _ = task.await;
-        }
+        await_truncation(&self.truncating).await;
     }
 
-    /// Check the lease and encode the checkpoint: the `Purge` left to do, or nothing when
+    /// Check the lease and encode the checkpoint: the `Purge` left to do (checkpoint, then
+    /// purge every record below `below`, never past the durable index + 1), or nothing when
     /// the stream already starts at or above `below`.
     async fn truncate(&mut self, below: Index) -> Result<Truncation, TruncateError> {
         let failed = |cause: String| TruncateError::Failed { cause };
