@@ -18,10 +18,7 @@ use spindle_log::{Index, Log};
 #[test]
 fn a_deposed_appender_does_not_overwrite_its_successors_checkpoint() {
     let cluster = nats_cluster::Cluster::start(3);
-    let mut config = cluster.config("DEPOSED");
-    // A long lease: the old appender does not notice by renewal while the test runs.
-    config.lease_ttl = Duration::from_secs(60);
-    config.lease_wait = Duration::from_secs(1);
+    let config = cluster.long_lease_config("DEPOSED");
     let a = JetStreamLog::open(config.clone()).unwrap();
     for i in 0..5 {
         a.append_blocking(&put(&format!("a{i}"), i)).unwrap();

@@ -18,10 +18,7 @@ use spindle_log::{Index, Log};
 fn a_promoted_standby_fences_on_what_its_table_covers() {
     let scenario = fail::FailScenario::setup();
     let cluster = nats_cluster::Cluster::start(3);
-    let mut config = cluster.config("PROMOTE");
-    // A long lease: the old appender does not notice by renewal while the test runs.
-    config.lease_ttl = Duration::from_secs(60);
-    config.lease_wait = Duration::from_secs(1);
+    let config = cluster.long_lease_config("PROMOTE");
     let a = JetStreamLog::open(config.clone()).unwrap();
     for i in 0..5 {
         a.append_blocking(&put(&format!("a{i}"), i)).unwrap();

@@ -31,17 +31,22 @@ fn a_rider_far_from_its_range_says_it_is_alive_and_loses_no_frame() {
     let (want, _) = iterate_all(&view, &req);
     assert!(!want.is_empty(), "the test needs frames in the range");
     for idle_chunk_ms in [0, IDLE_NEVER_MS] {
-        let config = CarouselConfig {
-            chunk_bytes: 256,
-            idle_chunk_ms,
-            ..CarouselConfig::default()
-        };
-        let carousel = Carousel::new(view.clone(), config);
+        let carousel = small_chunks(&view, idle_chunk_ms);
         let (chunks, stats) = ride(&carousel, &req);
         // Every chunk it passed over before its first frame said so.
         assert!(idle_chunk_ms > 0 || chunks[0].is_empty(), "{stats:?}");
         check_idle_chunks(&chunks, &stats, idle_chunk_ms, &want);
     }
+}
+
+/// A carousel over `view` with 256-byte chunks and `idle_chunk_ms`.
+fn small_chunks(view: &Arc<spindle_view::DiskView>, idle_chunk_ms: u64) -> Carousel {
+    let config = CarouselConfig {
+        chunk_bytes: 256,
+        idle_chunk_ms,
+        ..CarouselConfig::default()
+    };
+    Carousel::new(view.clone(), config)
 }
 
 /// Empty chunks are counted as idle ones, come (many) only when `idle_chunk_ms` is 0, and
@@ -77,12 +82,7 @@ fn a_dedicated_rider_with_a_sparse_filter_says_it_is_alive() {
     let (want, _) = iterate_all(&view, &req);
     assert!(!want.is_empty(), "the test needs a frame at the last index");
     for idle_chunk_ms in [0, IDLE_NEVER_MS] {
-        let config = CarouselConfig {
-            chunk_bytes: 256,
-            idle_chunk_ms,
-            ..CarouselConfig::default()
-        };
-        let carousel = Carousel::new(view.clone(), config);
+        let carousel = small_chunks(&view, idle_chunk_ms);
         let mut rider = carousel.dedicated(&req).unwrap();
         let chunks = ride_all(&mut rider);
         check_idle_chunks(&chunks, &rider.stats(), idle_chunk_ms, &want);
