@@ -454,7 +454,7 @@ impl Carousel {
             .map(|req| req.check(view.partition(), applied))
             .collect::<Result<Vec<_>, _>>()?;
         let mut lifecycle = self.inner.lifecycle.lock();
-        let shared: (Vec<Arc<RiderShared>>, bool) = {
+        let (shared, start): (Vec<Arc<RiderShared>>, bool) = {
             let mut st = self.inner.state.lock();
             let groups = groups_after_boarding(&st, &checked);
             if groups > self.inner.config.groups_max {
@@ -479,7 +479,6 @@ impl Carousel {
             self.inner.wake.notify_all();
             (shared, start)
         };
-        let (shared, start) = shared;
         if start {
             if let Some(old) = lifecycle.take() {
                 join_scanner(old);
