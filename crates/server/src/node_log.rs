@@ -84,6 +84,15 @@ impl NodeLog {
         }
     }
 
+    /// Why a JetStream api server last stopped being the appender, if it did.
+    pub fn stepped_down(&self) -> Option<String> {
+        match self {
+            NodeLog::File(_) => None,
+            #[cfg(feature = "jetstream")]
+            NodeLog::JetStream(j) => j.stepped_down(),
+        }
+    }
+
     /// Encoded transactions waiting for the file log's writer (0 on JetStream, whose
     /// appender bounds its intake by transactions).
     pub fn intake_queued_bytes(&self) -> usize {

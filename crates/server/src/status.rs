@@ -97,6 +97,11 @@ pub struct LogStatus {
     /// Why a standby that took the lease could not start appending.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub standby_error: Option<String>,
+    /// Why this api server last stopped being the appender (deposed by another, or a batch
+    /// whose outcome it could not learn), if it ever did: it stood by again and takes the
+    /// lease once it is free.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stepped_down: Option<String>,
     pub first_index: u64,
     pub durable_index: u64,
     pub syncs: u64,
@@ -409,6 +414,7 @@ impl Node {
                 kind: self.log.kind(),
                 appender: self.log.appends(),
                 standby_error: self.log.standby_error(),
+                stepped_down: self.log.stepped_down(),
                 first_index: self.log.first_index().get(),
                 durable_index: durable,
                 syncs: count(|s| &s.syncs),

@@ -57,12 +57,31 @@ pub(crate) enum Mode {
     Standby,
 }
 
+/// How an appender's task ended, told to its handle once the lease is given up.
+#[derive(Debug)]
+pub(crate) enum Ended {
+    /// Closed, or every sender dropped.
+    Closed,
+    /// A standby's appender stopped appending (deposed, or a batch whose outcome it could
+    /// not learn): every pending append was answered, and the handle may take the lease
+    /// again, rebuilding its table from the stream.
+    SteppedDown(String),
+    /// Its task panicked (a broken invariant): the handle stays failed.
+    Panicked,
+}
+
+/// A running appender: its intake, and word of its end.
+pub(crate) struct Started {
+    pub intake: mpsc::Sender<Command>,
+    pub ended: oneshot::Receiver<Ended>,
+}
+
 /// Connect, check, and (for an appender) take the lease and rebuild the version table.
 /// Also the largest batch the servers take, for a later `promote`.
 pub(crate) async fn open(
     config: JetStreamConfig,
     mode: Mode,
-) -> Result<(Arc<Shared>, Option<mpsc::Sender<Command>>, usize), JetStreamError> {
+) -> Result<(Arc<Shared>, Option<Started>, usize), JetStreamError> {
     let appender = mode != Mode::Reader;
     if config.monitor_urls.is_empty() {
         return Err(JetStreamError::NoMonitor);
@@ -142,8 +161,9 @@ pub(crate) async fn open(
             Err(e) => return Err(e),
         },
     };
-    let tx = start_appender(&shared, Arc::new(lease), id, records_max).await?;
-    Ok((shared, Some(tx), records_max))
+    let rejoin = mode == Mode::Standby;
+    let started = start_appender(&shared, Arc::new(lease), id, records_max, rejoin).await?;
+    Ok((shared, Some(started), records_max))
 }
 
 /// A standby's promotion: wait (as long as it takes, until `closed`) for the lease, then
@@ -153,7 +173,7 @@ pub(crate) async fn promote(
     shared: &Arc<Shared>,
     records_max: usize,
     closed: &std::sync::atomic::AtomicBool,
-) -> Option<Result<mpsc::Sender<Command>, JetStreamError>> {
+) -> Option<Result<Started, JetStreamError>> {
     let id = format!("{:016x}", rand::random::<u64>());
     let lease = loop {
         if closed.load(Ordering::Acquire) {
@@ -197,16 +217,19 @@ pub(crate) async fn promote(
             return Some(Err(e));
         }
     }
-    Some(start_appender(shared, lease, id, records_max).await)
+    Some(start_appender(shared, lease, id, records_max, true).await)
 }
 
-/// Holding `lease`: rebuild the version table and start the group-commit task.
+/// Holding `lease`: rebuild the version table and start the group-commit task. With
+/// `rejoin` (a standby's appender) the task ends when the log fails (deposed, an outcome it
+/// could not learn) instead of refusing writes for as long as it runs.
 async fn start_appender(
     shared: &Arc<Shared>,
     lease: Arc<Lease>,
     id: String,
     records_max: usize,
-) -> Result<mpsc::Sender<Command>, JetStreamError> {
+    rejoin: bool,
+) -> Result<Started, JetStreamError> {
     // The table reflects the stream through `last`, and the first batch is fenced on it:
     // never on the shared durable index, which the feed (or the watcher) may move past it
     // while the table is rebuilt (a deposed appender still committing).
@@ -235,7 +258,9 @@ async fn start_appender(
         last_group_txns: 0,
         acked_at: tokio::time::Instant::now(),
         truncating: Truncating::default(),
+        rejoin,
     };
+    let (ended_tx, ended) = oneshot::channel();
     let (shared, lease, truncating) = (shared.clone(), task.lease.clone(), task.truncating.clone());
     tokio::spawn(async move {
         // On its own task, so that a panic (a broken invariant) still ends the renewal and
@@ -249,23 +274,36 @@ async fn start_appender(
         // the key gone and create it again, keeping every standby out for a TTL.
         renewal.abort();
         let _ = renewal.await;
-        match ran {
-            // Closed (answered once the lease is given up), or every handle dropped.
-            Ok(close) => {
-                lease.release().await;
-                if let Some(reply) = close {
-                    let _ = reply.send(());
-                }
-            }
+        // Closes are answered once the lease is given up.
+        let (ended, closes) = match ran {
+            Ok(RunEnd::Closed(close)) => (Ended::Closed, close.into_iter().collect()),
+            Ok(RunEnd::SteppedDown { cause, closes }) => (Ended::SteppedDown(cause), closes),
             Err(e) => {
                 let cause = format!("the appender task stopped: {e}");
                 tracing::error!("{cause}");
                 shared.fail(cause);
-                lease.release().await;
+                (Ended::Panicked, Vec::new())
             }
+        };
+        lease.release().await;
+        for reply in closes {
+            let _ = reply.send(());
         }
+        let _ = ended_tx.send(ended);
     });
-    Ok(tx)
+    Ok(Started { intake: tx, ended })
+}
+
+/// How `Appender::run` ended.
+enum RunEnd {
+    /// At `Close` (its reply), or once every sender was dropped (`None`).
+    Closed(Option<oneshot::Sender<()>>),
+    /// The log failed on a standby's appender: every queued append was answered; the
+    /// closes found queued are answered once the lease is given up.
+    SteppedDown {
+        cause: String,
+        closes: Vec<oneshot::Sender<()>>,
+    },
 }
 
 async fn connect(config: &JetStreamConfig) -> Result<async_nats::Client, JetStreamError> {
@@ -622,6 +660,9 @@ struct Appender {
     /// answers its caller itself); the next truncation or a close waits for it, and so
     /// does the lease's release after a panic of this task (shared for that).
     truncating: Truncating,
+    /// A standby's appender: it ends once the log fails, so that its handle can stand by
+    /// and take the lease again (see `Ended::SteppedDown`).
+    rejoin: bool,
 }
 
 /// The truncation task in flight, if any.
@@ -684,17 +725,23 @@ impl Purge {
 
 impl Appender {
     /// Group-commit until `Close` (returning its reply, which the caller sends once the
-    /// lease is given up) or until every sender is dropped (`None`).
-    async fn run(mut self, mut rx: mpsc::Receiver<Command>) -> Option<oneshot::Sender<()>> {
+    /// lease is given up), until every sender is dropped, or (a standby's appender) until
+    /// the log fails.
+    async fn run(mut self, mut rx: mpsc::Receiver<Command>) -> RunEnd {
         let mut carried: Option<Command> = None;
         loop {
+            if self.rejoin {
+                if let Some(cause) = self.shared.failure() {
+                    return self.step_down(rx, carried, cause).await;
+                }
+            }
             let cmd = match carried.take() {
                 Some(c) => c,
                 None => match rx.recv().await {
                     Some(c) => c,
                     None => {
                         self.truncation_done().await;
-                        return None;
+                        return RunEnd::Closed(None);
                     }
                 },
             };
@@ -767,10 +814,47 @@ impl Appender {
                 }
                 Command::Close { reply } => {
                     self.truncation_done().await;
-                    return Some(reply);
+                    return RunEnd::Closed(Some(reply));
                 }
             }
         }
+    }
+
+    /// Stop appending after the log failed (`cause`): nothing queued was sent, so every
+    /// queued append is answered not written; later sends find the intake closed.
+    async fn step_down(
+        mut self,
+        mut rx: mpsc::Receiver<Command>,
+        carried: Option<Command>,
+        cause: String,
+    ) -> RunEnd {
+        tracing::warn!(%cause, "the appender stops appending and stands by again");
+        self.truncation_done().await;
+        rx.close();
+        let not_written =
+            format!("{cause}; the appender stood down before this append was sent: not written");
+        let mut closes = Vec::new();
+        let queued = carried
+            .into_iter()
+            .chain(std::iter::from_fn(|| rx.try_recv().ok()));
+        for cmd in queued {
+            match cmd {
+                Command::Append { txns, reply } => {
+                    let outcome = AppendError::NotWritten {
+                        cause: not_written.clone(),
+                        disk_full: false,
+                    };
+                    let _ = reply.send(vec![Err(outcome); txns.len()]);
+                }
+                Command::Truncate { reply, .. } => {
+                    let _ = reply.send(Err(TruncateError::Failed {
+                        cause: cause.clone(),
+                    }));
+                }
+                Command::Close { reply } => closes.push(reply),
+            }
+        }
+        RunEnd::SteppedDown { cause, closes }
     }
 
     /// Commit one group: stage, publish, resolve; answer every submission.

@@ -55,7 +55,8 @@ pub struct JetStreamConfig {
     /// How long one batch's acknowledgement is awaited before its outcome is resolved.
     pub ack_timeout: Duration,
     /// How long the appender keeps resolving and retrying through an unavailable cluster
-    /// before it fails (sticky) with the outcome unknown.
+    /// before it fails with the outcome unknown (sticky; a standby's appender stands by
+    /// again instead).
     pub unavailable_wait: Duration,
     /// Most records in one group commit (the server's batch limit caps it too).
     pub group_commit_records_max: usize,
@@ -207,10 +208,16 @@ impl Shared {
         self.failure.lock().clone()
     }
 
-    /// Refuse writes from now on (an unknown outcome, or this appender was deposed).
+    /// Refuse writes from now on (an unknown outcome, or this appender was deposed): until
+    /// reopened, or for a standby's appender until it has ended (`clear_failure`).
     pub fn fail(&self, cause: String) {
-        tracing::error!(%cause, "JetStream log failed; refusing writes until reopened");
+        tracing::error!(%cause, "JetStream log failed; refusing writes");
         self.failure.lock().get_or_insert(cause);
+    }
+
+    /// Take writes again: only once the appender that failed has ended.
+    pub fn clear_failure(&self) {
+        self.failure.lock().take();
     }
 
     /// A `ReadError` for a NATS failure (retryable like an I/O error).
@@ -275,13 +282,15 @@ pub(crate) enum Command {
 #[derive(Debug)]
 pub struct JetStreamLog {
     shared: Arc<Shared>,
-    /// The group-commit task's intake: set at open for an appender, when a standby takes
+    /// The group-commit task's intake: set at open for an appender, while a standby holds
     /// the lease, never for a reader.
-    intake: Arc<std::sync::OnceLock<mpsc::Sender<Command>>>,
+    intake: Arc<Mutex<Option<mpsc::Sender<Command>>>>,
     /// Turns true at `close`: a standby stops waiting for the lease.
     closed: Arc<std::sync::atomic::AtomicBool>,
     /// Why a standby's promotion failed, if it did.
     promotion_error: Arc<Mutex<Option<String>>>,
+    /// Why a standby last stopped appending, if it did (it stands by again).
+    stepped_down: Arc<Mutex<Option<String>>>,
     /// The largest batch the servers take (for a standby's appender).
     records_max: usize,
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -301,7 +310,7 @@ impl JetStreamLog {
     /// it if absent), take the lease, rebuild the version table from the checkpoint and the
     /// retained records, and start the group-commit task.
     pub fn open(config: JetStreamConfig) -> Result<JetStreamLog, JetStreamError> {
-        Self::start(config, appender::Mode::Appender)
+        Self::start(config, appender::Mode::Appender).map(|(log, _)| log)
     }
 
     /// Group commits this handle's appender made and their records (`syncs` stays 0: the
@@ -312,47 +321,27 @@ impl JetStreamLog {
 
     /// Open a handle that reads (and waits for) the stream without taking the lease.
     pub fn open_reader(config: JetStreamConfig) -> Result<JetStreamLog, JetStreamError> {
-        Self::start(config, appender::Mode::Reader)
+        Self::start(config, appender::Mode::Reader).map(|(log, _)| log)
     }
 
     /// Open a standby: a reader now (creating the stream if absent) that takes the lease
     /// whenever it is free — at once if nobody holds it, else once its holder releases it
-    /// or stops renewing it — and then appends like `open`'s handle (`is_appender`).
+    /// or stops renewing it — and then appends like `open`'s handle (`is_appender`). Unlike
+    /// `open`'s, its appender does not refuse writes for good when the log fails (it was
+    /// deposed, or it could not learn a batch's outcome): it answers what it holds, gives
+    /// the lease up and stands by again (`stepped_down`), taking the lease once it is free
+    /// and rebuilding its table from the stream.
     pub fn open_standby(config: JetStreamConfig) -> Result<JetStreamLog, JetStreamError> {
-        let log = Self::start(config, appender::Mode::Standby)?;
-        if log.is_appender() {
-            return Ok(log);
-        }
-        let (shared, intake, closed, error) = (
-            log.shared.clone(),
-            log.intake.clone(),
-            log.closed.clone(),
-            log.promotion_error.clone(),
-        );
-        let records_max = log.records_max;
-        log.handle.spawn(async move {
-            // A failed promotion (the stream's servers electing a leader, say) is tried
-            // again after a pause (1 s, doubling up to 30 s), for as long as the handle is
-            // open: one error must not leave the stream with no appender until a restart.
-            let mut pause = appender::PROMOTE_RETRY_PAUSE;
-            loop {
-                match appender::promote(&shared, records_max, &closed).await {
-                    None => return,
-                    Some(Ok(tx)) => {
-                        let _ = intake.set(tx);
-                        *error.lock() = None;
-                        tracing::info!(stream = %shared.config.stream, "standby: now the appender");
-                        return;
-                    }
-                    Some(Err(e)) => {
-                        tracing::error!(error = %e, "standby: could not become the appender; trying again");
-                        *error.lock() = Some(e.to_string());
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(appender::PROMOTE_RETRY_PAUSE_MAX);
-                    }
-                }
-            }
-        });
+        let (log, started) = Self::start(config, appender::Mode::Standby)?;
+        let standby = Standby {
+            shared: log.shared.clone(),
+            intake: log.intake.clone(),
+            closed: log.closed.clone(),
+            promotion_error: log.promotion_error.clone(),
+            stepped_down: log.stepped_down.clone(),
+            records_max: log.records_max,
+        };
+        log.handle.spawn(standby.run(started));
         Ok(log)
     }
 
@@ -389,7 +378,13 @@ impl JetStreamLog {
 
     /// Whether this handle appends (it holds the lease).
     pub fn is_appender(&self) -> bool {
-        self.intake.get().is_some()
+        self.intake.lock().is_some()
+    }
+
+    /// Why this standby last stopped being the appender (deposed, or a batch whose outcome
+    /// it could not learn), if it ever did; it stood by again.
+    pub fn stepped_down(&self) -> Option<String> {
+        self.stepped_down.lock().clone()
     }
 
     /// Why a standby's last try to become the appender failed after it took the lease
@@ -401,7 +396,7 @@ impl JetStreamLog {
     fn start(
         config: JetStreamConfig,
         mode: appender::Mode,
-    ) -> Result<JetStreamLog, JetStreamError> {
+    ) -> Result<(JetStreamLog, Option<appender::Started>), JetStreamError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("spindle-jetstream")
@@ -414,26 +409,24 @@ impl JetStreamLog {
                 .join()
                 .expect("the open task does not panic")
         });
-        let (shared, intake, records_max) = match opened {
+        let (shared, started, records_max) = match opened {
             Ok(opened) => opened,
             Err(e) => {
                 runtime.shutdown_background();
                 return Err(e);
             }
         };
-        let cell = std::sync::OnceLock::new();
-        if let Some(tx) = intake {
-            let _ = cell.set(tx);
-        }
-        Ok(JetStreamLog {
+        let log = JetStreamLog {
             shared,
-            intake: Arc::new(cell),
+            intake: Arc::new(Mutex::new(started.as_ref().map(|s| s.intake.clone()))),
             closed: Arc::default(),
             promotion_error: Arc::default(),
+            stepped_down: Arc::default(),
             records_max,
             runtime: Mutex::new(Some(runtime)),
             handle,
-        })
+        };
+        Ok((log, started))
     }
 
     /// Append many independent transactions in one submission (each its own outcome).
@@ -470,19 +463,31 @@ impl JetStreamLog {
         &self,
         txns: Vec<PreparedTxn>,
     ) -> Result<Vec<Result<Index, AppendError>>, AppendError> {
-        let intake = self.intake.get().ok_or_else(|| AppendError::Failed {
-            cause: "this JetStream log handle is a reader (or a standby that does not hold the \
-                    appender lease yet); appends go through the appender"
-                .into(),
-        })?;
+        let intake = self
+            .intake
+            .lock()
+            .clone()
+            .ok_or_else(|| AppendError::Failed {
+                cause:
+                    "this JetStream log handle is a reader (or a standby that does not hold the \
+                    appender lease); appends go through the appender"
+                        .into(),
+            })?;
         if let Some(cause) = self.shared.failure() {
             return Err(AppendError::Failed { cause });
         }
         let (reply, rx) = oneshot::channel();
-        intake
-            .send(Command::Append { txns, reply })
-            .await
-            .map_err(|_| AppendError::Closed)?;
+        if intake.send(Command::Append { txns, reply }).await.is_err() {
+            // Closed, or a standby's appender that stood down: nothing was sent.
+            return Err(if self.closed.load(Ordering::Acquire) {
+                AppendError::Closed
+            } else {
+                AppendError::NotWritten {
+                    cause: "this standby stopped appending (see its log); not written".into(),
+                    disk_full: false,
+                }
+            });
+        }
         rx.await.map_err(|_| AppendError::Closed)
     }
 
@@ -505,11 +510,9 @@ impl JetStreamLog {
     pub async fn close(&self) {
         self.closed
             .store(true, std::sync::atomic::Ordering::Release);
-        if let Some(intake) = self.intake.get() {
-            let (reply, rx) = oneshot::channel();
-            if intake.send(Command::Close { reply }).await.is_ok() {
-                let _ = rx.await;
-            }
+        let intake = self.intake.lock().clone();
+        if let Some(intake) = intake {
+            close_appender(&intake).await;
         }
     }
 
@@ -556,9 +559,16 @@ impl crate::Log for JetStreamLog {
     }
 
     async fn truncate_prefix(&self, below: Index) -> Result<Index, TruncateError> {
-        let intake = self.intake.get().ok_or_else(|| TruncateError::Failed {
-            cause: "this JetStream log handle is a reader; the appender truncates".into(),
-        })?;
+        let intake = self
+            .intake
+            .lock()
+            .clone()
+            .ok_or_else(|| TruncateError::Failed {
+                cause:
+                    "this JetStream log handle is a reader (or a standby that does not hold the \
+                    appender lease); the appender truncates"
+                        .into(),
+            })?;
         let (reply, rx) = oneshot::channel();
         intake
             .send(Command::Truncate { below, reply })
@@ -573,6 +583,74 @@ impl crate::Log for JetStreamLog {
 
     fn first_index(&self) -> Index {
         self.shared.first_index()
+    }
+}
+
+/// Ask an appender to finish what it holds and give the lease up; wait for it.
+async fn close_appender(intake: &mpsc::Sender<Command>) {
+    let (reply, rx) = oneshot::channel();
+    if intake.send(Command::Close { reply }).await.is_ok() {
+        let _ = rx.await;
+    }
+}
+
+/// A standby handle's background task: takes the lease whenever it is free, appends while
+/// it holds it, and stands by again when its appender steps down.
+struct Standby {
+    shared: Arc<Shared>,
+    intake: Arc<Mutex<Option<mpsc::Sender<Command>>>>,
+    closed: Arc<std::sync::atomic::AtomicBool>,
+    promotion_error: Arc<Mutex<Option<String>>>,
+    stepped_down: Arc<Mutex<Option<String>>>,
+    records_max: usize,
+}
+
+impl Standby {
+    /// Until the handle is closed: wait for an appender (`started`, the one taken at open)
+    /// to end; when it stepped down, clear the failure and take the lease again. A failed
+    /// promotion (the stream's servers electing a leader, say) is tried again after a pause
+    /// (1 s, doubling up to 30 s): one error must not leave the stream with no appender
+    /// until a restart.
+    async fn run(self, mut started: Option<appender::Started>) {
+        let mut pause = appender::PROMOTE_RETRY_PAUSE;
+        loop {
+            if let Some(running) = started.take() {
+                match running.ended.await {
+                    Ok(appender::Ended::SteppedDown(cause)) => {
+                        // The appender has ended and given the lease up; nothing of it
+                        // runs, so its failure can go with it.
+                        *self.intake.lock() = None;
+                        self.shared.clear_failure();
+                        tracing::warn!(stream = %self.shared.config.stream, %cause, "standby: stopped appending; standing by");
+                        *self.stepped_down.lock() = Some(cause);
+                    }
+                    // Closed, or panicked (the handle stays failed, its intake closed).
+                    Ok(_) | Err(_) => return,
+                }
+            }
+            match appender::promote(&self.shared, self.records_max, &self.closed).await {
+                None => return,
+                Some(Ok(running)) => {
+                    *self.intake.lock() = Some(running.intake.clone());
+                    *self.promotion_error.lock() = None;
+                    pause = appender::PROMOTE_RETRY_PAUSE;
+                    tracing::info!(stream = %self.shared.config.stream, "standby: now the appender");
+                    // A close that came after `promote` looked and before the intake was
+                    // set did not see this appender: close it here.
+                    if self.closed.load(Ordering::Acquire) {
+                        close_appender(&running.intake).await;
+                        return;
+                    }
+                    started = Some(running);
+                }
+                Some(Err(e)) => {
+                    tracing::error!(error = %e, "standby: could not become the appender; trying again");
+                    *self.promotion_error.lock() = Some(e.to_string());
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(appender::PROMOTE_RETRY_PAUSE_MAX);
+                }
+            }
+        }
     }
 }
 

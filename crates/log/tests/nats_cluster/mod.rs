@@ -238,6 +238,17 @@ impl Cluster {
         self.wait_ready();
     }
 
+    /// Start every killed server again, each on its own store, and wait for the cluster
+    /// (one at a time would wait for a leader a minority cannot elect).
+    pub fn restart_killed(&mut self) {
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].child.is_none() {
+                self.start_node(i);
+            }
+        }
+        self.wait_ready();
+    }
+
     pub fn servers(&self) -> Vec<String> {
         self.nodes
             .iter()
