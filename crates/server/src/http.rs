@@ -885,6 +885,16 @@ async fn forwarded(
     if node.config.role != crate::config::Role::Api {
         return None;
     }
+    Some(unless_stopping(node, forward_read(node, key, uri, wait)).await)
+}
+
+/// `forwarded`'s work on an api server.
+async fn forward_read(
+    node: &Node,
+    key: &ItemKey,
+    uri: &Uri,
+    wait: Duration,
+) -> ApiResult<Response> {
     // A Disk View server that has just started may not be in the catalog yet, and one
     // that has just stopped may still be there (the catalog is read every third of its
     // ttl): while the read may wait, look again until a replica answers.
@@ -906,7 +916,7 @@ async fn forwarded(
         }
         tokio::time::sleep(Duration::from_millis(crate::remote::CATALOG_POLL_MS)).await;
     };
-    Some(match answer {
+    match answer {
         Ok((status, body)) => {
             Ok((status, [(header::CONTENT_TYPE, "application/json")], body).into_response())
         }
@@ -918,7 +928,27 @@ async fn forwarded(
                 key.hash()
             ),
         )),
-    })
+    }
+}
+
+/// A read's wait (for an index, or for a replica to answer), cut short when the node begins
+/// to stop: a shutdown does not wait out reads that wait (`503 shutting_down`), so the
+/// views still drain and the log still closes within `shutdown_ms_max`.
+async fn unless_stopping<T>(
+    node: &Node,
+    wait: impl std::future::Future<Output = ApiResult<T>>,
+) -> ApiResult<T> {
+    let mut stop = node.stopping();
+    tokio::select! {
+        biased;
+        done = wait => done,
+        Ok(_) = stop.wait_for(|s| *s) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the server is shutting down: the read stopped waiting; ask another server, or \
+             this one once it is back",
+        )),
+    }
 }
 
 /// Wait (bounded) until the Disk View owning `key` has applied `index`.
@@ -929,7 +959,8 @@ async fn wait_disk(
     timeout: Duration,
 ) -> ApiResult<()> {
     if let Some(index) = index {
-        node.disk_for(key)?.wait_applied(index, timeout).await?;
+        let disk = node.disk_for(key)?;
+        unless_stopping(node, async { Ok(disk.wait_applied(index, timeout).await?) }).await?;
     }
     Ok(())
 }
@@ -953,7 +984,7 @@ async fn blocking<T: Send + 'static>(
         (status = 200, description = "The version", body = VersionOut),
         (status = 400, description = "Bad parameters (`bad_request`)", body = ErrorBody),
         (status = 404, description = "Never written (`not_found`) or deleted (`deleted`, with `version`)", body = ErrorBody),
-        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), or on an api server no Disk View server could answer (`no_replica`)", body = ErrorBody),
+        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), on an api server no Disk View server could answer (`no_replica`), or the server began to shut down while the read waited (`shutting_down`)", body = ErrorBody),
         (status = 504, description = "The view did not apply `min_index`/`as_of` in time (`not_yet_applied`)", body = ErrorBody),
     )
 )]
@@ -1009,7 +1040,7 @@ struct HistoryPage<'a> {
     responses(
         (status = 200, description = "A page of versions", body = HistoryPage),
         (status = 400, description = "Bad parameters (`bad_request`)", body = ErrorBody),
-        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), or on an api server no Disk View server could answer (`no_replica`)", body = ErrorBody),
+        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), on an api server no Disk View server could answer (`no_replica`), or the server began to shut down while the read waited (`shutting_down`)", body = ErrorBody),
         (status = 504, description = "The view did not apply `min_index` in time (`not_yet_applied`)", body = ErrorBody),
     )
 )]
@@ -1087,7 +1118,7 @@ struct EdgesPage<'a> {
     responses(
         (status = 200, description = "A page of edges", body = EdgesPage),
         (status = 400, description = "Bad parameters (`bad_request`)", body = ErrorBody),
-        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), or on an api server no Disk View server could answer (`no_replica`)", body = ErrorBody),
+        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), on an api server no Disk View server could answer (`no_replica`), or the server began to shut down while the read waited (`shutting_down`)", body = ErrorBody),
         (status = 504, description = "The view did not apply `min_index`/`as_of` in time (`not_yet_applied`)", body = ErrorBody),
     )
 )]
@@ -1137,7 +1168,8 @@ async fn out_edges(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Respons
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct MultigetJson {
-    /// At most 10,000 items.
+    /// At most 10,000 items (refused as soon as one more is read).
+    #[serde(deserialize_with = "at_most::<_, _, MULTIGET_ITEMS_MAX>")]
     items: Vec<ItemKey>,
     /// Wait until the Memory View has applied this index.
     #[serde(default)]
@@ -1190,7 +1222,7 @@ struct MultigetAnswer<'a> {
         (status = 200, description = "The values", body = MultigetAnswer),
         (status = 400, description = "Malformed request (`bad_request`)", body = ErrorBody),
         (status = 404, description = "The node keeps no Memory View (`no_memory_view`)", body = ErrorBody),
-        (status = 503, description = "The Memory View is booting (`booting`) or stopped following the log (`views_stalled`, `view_paused`), or no room for the body in `request_bodies_bytes_max` in time (`busy`)", body = ErrorBody),
+        (status = 503, description = "The Memory View is booting (`booting`) or stopped following the log (`views_stalled`, `view_paused`), no room for the body in `request_bodies_bytes_max` in time (`busy`), or the server began to shut down while the read waited for `min_index` (`shutting_down`)", body = ErrorBody),
         (status = 504, description = "The view did not apply `min_index` in time (`not_yet_applied`)", body = ErrorBody),
     )
 )]
@@ -1205,12 +1237,6 @@ async fn multiget(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Respon
     }
     let body = read_body(&node, body, node.config.request_body_bytes_max).await?;
     let req: MultigetJson = parse_json(&body)?;
-    if req.items.len() > MULTIGET_ITEMS_MAX {
-        return Err(ApiError::bad(format!(
-            "{} items asked; a multiget takes at most {MULTIGET_ITEMS_MAX}",
-            req.items.len()
-        )));
-    }
     let keys = req
         .items
         .into_iter()
@@ -1223,7 +1249,8 @@ async fn multiget(State(node): State<Arc<Node>>, body: Body) -> ApiResult<Respon
         .get()
         .ok_or_else(|| booting(&node.memory.name))?;
     if let Some(min) = req.min_index.map(Index::new) {
-        node.memory.wait_applied(min, timeout).await?;
+        let wait = async { Ok(node.memory.wait_applied(min, timeout).await?) };
+        unless_stopping(&node, wait).await?;
     }
     let (applied, values) = view
         .multiget(&keys, MULTIGET_VALUE_BYTES_MAX)

@@ -265,6 +265,9 @@ async fn serve_http(
             closing.subscribe(),
         ));
     }
+    // Refuse new connections at once: a listener kept while connections drain would let
+    // the kernel complete handshakes nobody will serve.
+    drop(listener);
     closing.send_replace(true);
     while connections.join_next().await.is_some() {}
     Ok(())

@@ -1,6 +1,7 @@
 //! One small multiget cannot make the node copy gigabytes: asking for one large item many
 //! times over passes the bound on an answer's values (64 MiB), and the answer is `400` with
-//! a message saying so; below it, the same item asked for several times is answered.
+//! a message saying so; below it, the same item asked for several times is answered. A
+//! multiget of more than 10,000 items is refused while it is decoded, not after.
 
 mod common;
 
@@ -47,5 +48,31 @@ fn a_multiget_whose_values_pass_the_bound_is_refused() {
         assert!(values
             .iter()
             .all(|v| v["value"]["s"].as_str() == Some(&big)));
+    });
+}
+
+#[test]
+fn a_multiget_of_too_many_items_is_refused_as_it_is_read() {
+    let server = common::TestServer::start(|_| {});
+    let client = server.http(None);
+    server.rt.block_on(async {
+        let ask = |n: usize| {
+            json!({"items": (0..n).map(|i| json!({"kind": "node", "id": format!("n{i}")})).collect::<Vec<_>>()})
+        };
+        let (status, answer) = client
+            .json(Method::POST, "/v1/multiget", Some(&ask(10_000)))
+            .await
+            .unwrap();
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        assert_eq!(answer["values"].as_array().unwrap().len(), 10_000);
+        // One more: refused by the decoder at the 10,001st item (its message says so), so
+        // a body of a million items is never decoded whole.
+        let (status, answer) = client
+            .json(Method::POST, "/v1/multiget", Some(&ask(10_001)))
+            .await
+            .unwrap();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        let message = answer["message"].as_str().unwrap();
+        assert!(message.contains("more than 10000 entries"), "{message}");
     });
 }
