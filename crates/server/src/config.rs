@@ -78,6 +78,10 @@ pub struct ServerConfig {
     /// once, over every connection and stream; a body the budget has no room for within
     /// `request_body_ms_max` is answered `503 busy`. At least the largest single body.
     pub request_bodies_bytes_max: u64,
+    /// Bytes of HTTP answers of 64 KiB or more the node holds at once while their clients
+    /// take them, over every connection and stream; an answer that finds no room is
+    /// answered `503 busy` instead (one larger than the whole budget needs all of it).
+    pub answers_bytes_max: u64,
     /// Longest time an HTTP request body (or chunk) may take to arrive, from the handler's
     /// first read to its last byte; a slower body is answered `408`. Also how long a
     /// client may take no byte of an answer (an HTTP/2 answer's next piece) before its
@@ -283,6 +287,8 @@ impl Default for ServerConfig {
             request_body_bytes_max: 16 << 20,
             // 64 bodies of the largest size at once.
             request_bodies_bytes_max: 1 << 30,
+            // 16 answers of the largest JSON size (64 MiB) at once.
+            answers_bytes_max: 1 << 30,
             request_body_ms_max: 30_000,
             connections_max: 1000,
             chunk_bytes_max: 16 << 20,
@@ -520,6 +526,13 @@ impl ServerConfig {
             return bad(format!(
                 "request_bodies_bytes_max is {}; it must be at most {REQUEST_BODIES_BYTES_LIMIT}",
                 self.request_bodies_bytes_max
+            ));
+        }
+        if !(1 << 20..=REQUEST_BODIES_BYTES_LIMIT).contains(&self.answers_bytes_max) {
+            return bad(format!(
+                "answers_bytes_max is {}; it must be between 1 MiB and \
+                 {REQUEST_BODIES_BYTES_LIMIT}",
+                self.answers_bytes_max
             ));
         }
         if self.request_body_ms_max == 0 {

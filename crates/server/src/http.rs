@@ -342,9 +342,47 @@ pub fn router(node: Arc<Node>) -> Router {
         api = api.route(&r.path, r.handler);
     }
     api.method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(node.clone(), hold_answer))
         .layer(middleware::from_fn(request_limits))
         .layer(middleware::from_fn_with_state(node.clone(), count_refusals))
         .with_state(node)
+}
+
+/// Answers at least this large hold a share of `answers_bytes_max` while they are sent.
+pub const HELD_ANSWER_BYTES_MIN: u64 = 64 << 10;
+
+/// Hold every answer of `HELD_ANSWER_BYTES_MIN` or more against `answers_bytes_max` until
+/// its client has taken it: a client that reads slowly (each byte restarts the connection's
+/// stall clock) cannot pin more than that budget of the node's memory with many large
+/// answers at once. An answer that finds no room is dropped and answered `503 busy` at once
+/// (waiting would hold its memory meanwhile).
+async fn hold_answer(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let Some(bytes) = http_body::Body::size_hint(response.body()).exact() else {
+        // A stream (`/v1/status/stream`): sent as it is made, piece by piece.
+        return response;
+    };
+    if bytes < HELD_ANSWER_BYTES_MIN {
+        return response;
+    }
+    match node.answer_budget.try_hold(bytes) {
+        Some(held) => {
+            response.map(|body| Body::new(crate::http_input::HeldAnswer::new(body, held)))
+        }
+        None => {
+            Counters::bump(&node.metrics.answers_refused, 1);
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                format!(
+                    "no room for this answer ({bytes} bytes) in answers_bytes_max ({} bytes): \
+                     answers to other clients hold it until they take them; retry",
+                    node.config.answers_bytes_max
+                ),
+            )
+            .into_response()
+        }
+    }
 }
 
 async fn method_not_allowed() -> ApiError {

@@ -16,7 +16,8 @@
 //! - HTTP/2: an answer the client gives no flow-control room for — one whose next piece
 //!   (`H2_PIECE_BYTES_MAX`) waits for `head_max`, as when the client keeps that stream's
 //!   window shut and goes on using the others — closes the connection, with every request
-//!   on it: the answer's memory is not held for a client that does not take it. (A client
+//!   on it: the answer's memory is not held for a client that does not take it (one that
+//!   takes it slowly holds it, within `answers_bytes_max`: `http::hold_answer`). (A client
 //!   that reads its answers one after another, each longer than `head_max`, loses its
 //!   connection too: it must read them concurrently, or the node's bound be raised.)
 //!

@@ -168,6 +168,83 @@ impl BodyBudget {
     fn bytes(&self) -> u64 {
         self.kib as u64 * 1024
     }
+
+    /// A share for `bytes` now, or `None` when the budget has no room for it (a share larger
+    /// than the whole budget takes all of it).
+    pub fn try_hold(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        let kib = u32::try_from(bytes.div_ceil(1024).min(self.kib as u64)).unwrap_or(u32::MAX);
+        self.permits.clone().try_acquire_many_owned(kib).ok()
+    }
+}
+
+/// Pieces a held answer is handed to its connection in: its share of `answers_bytes_max`
+/// goes back once the last piece has been taken, not when the connection merely has the
+/// whole answer in hand.
+pub const ANSWER_PIECE_BYTES: usize = 64 << 10;
+
+/// An answer body holding its share of the answer budget until its last piece is taken or
+/// it is dropped (its client went away).
+#[derive(Debug)]
+pub struct HeldAnswer {
+    body: Body,
+    /// Data taken from `body` and not yet handed on.
+    pending: Bytes,
+    held: Option<OwnedSemaphorePermit>,
+}
+
+impl HeldAnswer {
+    pub fn new(body: Body, held: OwnedSemaphorePermit) -> HeldAnswer {
+        HeldAnswer {
+            body,
+            pending: Bytes::new(),
+            held: Some(held),
+        }
+    }
+}
+
+impl http_body::Body for HeldAnswer {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        loop {
+            if !this.pending.is_empty() {
+                let n = this.pending.len().min(ANSWER_PIECE_BYTES);
+                return Poll::Ready(Some(Ok(http_body::Frame::data(this.pending.split_to(n)))));
+            }
+            match std::pin::Pin::new(&mut this.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => this.pending = data,
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                },
+                Poll::Ready(None) => {
+                    this.held = None;
+                    return Poll::Ready(None);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pending.is_empty() && self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let inner = self.body.size_hint();
+        let pending = self.pending.len() as u64;
+        let mut hint = http_body::SizeHint::new();
+        hint.set_lower(inner.lower() + pending);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + pending);
+        }
+        hint
+    }
 }
 
 /// A request body read whole, holding its share of the `BodyBudget` until dropped.

@@ -536,6 +536,8 @@ pub struct Node {
     pub tailer_health: Arc<TailerHealth>,
     /// HTTP request bodies held at once, at most `request_bodies_bytes_max`.
     pub body_budget: crate::http_input::BodyBudget,
+    /// HTTP answers being sent, at most `answers_bytes_max`.
+    pub answer_budget: crate::http_input::BodyBudget,
     /// Open `Iterate` streams, at most `iterate_streams_max`.
     pub iterate_seats: crate::grpc::StreamSeats,
     /// Open `Tail` streams, at most `tail_streams_max`.
@@ -842,6 +844,7 @@ impl Node {
             tail_ring,
             tailer_health,
             body_budget: crate::http_input::BodyBudget::new(config.request_bodies_bytes_max),
+            answer_budget: crate::http_input::BodyBudget::new(config.answers_bytes_max),
             iterate_seats: crate::grpc::StreamSeats::new(
                 "Iterate",
                 "iterate_streams_max",

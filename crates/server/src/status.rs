@@ -26,6 +26,8 @@ pub struct Counters {
     pub chunk_gets: AtomicU64,
     /// Requests answered `503 busy`: no room in `request_bodies_bytes_max` in time.
     pub bodies_refused: AtomicU64,
+    /// Answers replaced by `503 busy`: no room in `answers_bytes_max`.
+    pub answers_refused: AtomicU64,
 }
 
 impl Counters {
@@ -47,6 +49,8 @@ pub struct Status {
     pub tailer: TailerStatus,
     pub streams: StreamsStatus,
     pub request_bodies: BodiesStatus,
+    /// HTTP answers being sent, against `answers_bytes_max`.
+    pub answers: BodiesStatus,
     /// The stream's catalog, on a node that runs on JetStream (absent on the file log).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<crate::catalog::ClusterStatus>,
@@ -61,13 +65,16 @@ pub struct StreamsStatus {
     pub tail_max: usize,
 }
 
-/// HTTP request bodies held now against `request_bodies_bytes_max`.
+/// HTTP request bodies held now against `request_bodies_bytes_max`, or answers being sent
+/// against `answers_bytes_max`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BodiesStatus {
-    /// Bytes of request bodies being read or in use (each rounded up to KiB).
+    /// Bytes being read or in use (request bodies), or being sent (answers of 64 KiB or
+    /// more), each rounded up to KiB.
     pub held_bytes: u64,
     pub max_bytes: u64,
-    /// Requests answered `503 busy` since the node started: their body found no room.
+    /// Requests answered `503 busy` since the node started: their body, or their answer,
+    /// found no room.
     pub refused: u64,
 }
 
@@ -505,6 +512,11 @@ impl Node {
                 max_bytes: self.config.request_bodies_bytes_max,
                 refused: self.metrics.bodies_refused.load(Ordering::Relaxed),
             },
+            answers: BodiesStatus {
+                held_bytes: self.answer_budget.held_bytes(),
+                max_bytes: self.config.answers_bytes_max,
+                refused: self.metrics.answers_refused.load(Ordering::Relaxed),
+            },
             cluster,
         }
     }
@@ -671,6 +683,12 @@ impl Node {
             "gauge",
             vec![(String::new(), s.request_bodies.held_bytes as f64)],
         );
+        gauge(
+            "answer_bytes_held",
+            "Bytes of HTTP answers being sent now (answers_bytes_max bounds them).",
+            "gauge",
+            vec![(String::new(), s.answers.held_bytes as f64)],
+        );
         let c = &self.metrics;
         for (name, help, v) in [
             ("appends_total", "Transactions appended.", &c.appends),
@@ -721,6 +739,11 @@ impl Node {
                 "request_bodies_refused_total",
                 "Requests answered 503 busy: their body found no room in request_bodies_bytes_max.",
                 &c.bodies_refused,
+            ),
+            (
+                "answers_refused_total",
+                "Answers replaced by 503 busy: they found no room in answers_bytes_max.",
+                &c.answers_refused,
             ),
         ] {
             gauge(name, help, "counter", one(v.load(Ordering::Relaxed)));
