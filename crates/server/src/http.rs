@@ -1003,6 +1003,44 @@ async fn wait_disk(
     Ok(())
 }
 
+/// An `as_of` must name a commit: as of an index inside a transaction of several records a
+/// read would show part of it (DESIGN.md §12, invariant 2), and a Disk View keeps no
+/// transaction boundaries. Checked against the log while it still holds the index (called
+/// once the view has applied it, so it is durable); below the log's first retained index it
+/// cannot be checked and is taken as given.
+async fn check_as_of(node: &Arc<Node>, at: Option<Index>) -> ApiResult<()> {
+    let Some(at) = at else {
+        return Ok(());
+    };
+    if at < node.log.first_index() || at > node.log.durable_index() {
+        return Ok(());
+    }
+    let log = node.clone();
+    // The records from `at` through the end of its transaction (a read ends on a commit).
+    let records = blocking(move || {
+        log.log.read(at, 1).map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "log_unavailable",
+                format!("cannot read the log at as_of {at} to check it names a commit: {e}"),
+            )
+        })
+    })
+    .await?;
+    match (records.first(), records.last()) {
+        (Some(first), Some(last)) if first.index == at && !first.commit => {
+            Err(ApiError::bad(format!(
+                "as_of {at} is inside a transaction (its commit index is {}): a read as of it \
+                 would show part of that transaction; pass a commit index (one an append \
+                 returned, or a view's applied index)",
+                last.index
+            )))
+        }
+        // Truncated meanwhile, or a commit.
+        _ => Ok(()),
+    }
+}
+
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
@@ -1020,9 +1058,9 @@ async fn blocking<T: Send + 'static>(
     params(ItemQuery),
     responses(
         (status = 200, description = "The version", body = VersionOut),
-        (status = 400, description = "Bad parameters (`bad_request`)", body = ErrorBody),
+        (status = 400, description = "Bad parameters, or an `as_of` inside a transaction (`bad_request`)", body = ErrorBody),
         (status = 404, description = "Never written (`not_found`) or deleted (`deleted`, with `version`)", body = ErrorBody),
-        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), on an api server no Disk View server could answer (`no_replica`), or the server began to shut down while the read waited (`shutting_down`)", body = ErrorBody),
+        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), on an api server no Disk View server could answer (`no_replica`), the server began to shut down while the read waited (`shutting_down`), or the log could not be read to check `as_of` (`log_unavailable`)", body = ErrorBody),
         (status = 504, description = "The view did not apply `min_index`/`as_of` in time (`not_yet_applied`)", body = ErrorBody),
     )
 )]
@@ -1035,6 +1073,7 @@ async fn read_item(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Respons
         return answer;
     }
     wait_disk(&node, &key, p.as_of.max(p.min_index), p.timeout).await?;
+    check_as_of(&node, p.as_of).await?;
     let view = node.disk_for(&key)?.view.clone();
     let at = p.as_of;
     let k = key.clone();
@@ -1155,8 +1194,8 @@ struct EdgesPage<'a> {
     params(OutEdgesQuery),
     responses(
         (status = 200, description = "A page of edges", body = EdgesPage),
-        (status = 400, description = "Bad parameters (`bad_request`)", body = ErrorBody),
-        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), on an api server no Disk View server could answer (`no_replica`), or the server began to shut down while the read waited (`shutting_down`)", body = ErrorBody),
+        (status = 400, description = "Bad parameters, or an `as_of` inside a transaction (`bad_request`)", body = ErrorBody),
+        (status = 503, description = "The views stopped following the log (`views_stalled`, `view_paused`), on an api server no Disk View server could answer (`no_replica`), the server began to shut down while the read waited (`shutting_down`), or the log could not be read to check `as_of` (`log_unavailable`)", body = ErrorBody),
         (status = 504, description = "The view did not apply `min_index`/`as_of` in time (`not_yet_applied`)", body = ErrorBody),
     )
 )]
@@ -1176,6 +1215,7 @@ async fn out_edges(State(node): State<Arc<Node>>, uri: Uri) -> ApiResult<Respons
     }
     let wanted = p.as_of.max(p.min_index);
     wait_disk(&node, &key, wanted, p.timeout).await?;
+    check_as_of(&node, p.as_of).await?;
     let view = node.disk_for(&key)?.view.clone();
     let at = p.as_of;
     let from = id.clone();

@@ -76,7 +76,8 @@ fn values_come_back_byte_for_byte() {
         let latest: Versioned = serde_json::from_slice(&latest).unwrap();
         assert_eq!(latest.value.unwrap().get(), VALUES[3]);
         for (i, value) in VALUES.iter().enumerate() {
-            let at = get(&client, &format!("/v1/item?node=n&as_of={}", 2 * i + 1)).await;
+            // As of each transaction's commit (its second record).
+            let at = get(&client, &format!("/v1/item?node=n&as_of={}", 2 * i + 2)).await;
             let at: Versioned = serde_json::from_slice(&at).unwrap();
             assert_eq!(at.value.unwrap().get(), *value);
         }
