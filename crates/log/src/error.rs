@@ -25,10 +25,11 @@ pub enum AppendError {
     /// One or more conditions failed; nothing was written.
     #[error("conflict: {}", describe_conflicts(.failed))]
     Conflict { failed: Vec<FailedCondition> },
-    /// A write or sync failed, now or earlier. The log refuses writes until it is reopened;
-    /// the outcome of appends in the failed batch is unknown (they may or may not be on disk
-    /// after reopen, exactly like a client whose connection dropped).
-    #[error("log failed ({cause}); it refuses writes until reopened")]
+    /// A write or sync failed, now or earlier. The log refuses writes until it is reopened
+    /// (a JetStream standby's: until it is the appender again); the outcome of appends in
+    /// the failed batch is unknown (they may or may not be on disk after reopen, exactly
+    /// like a client whose connection dropped).
+    #[error("log failed ({cause}); it refuses writes until reopened (a JetStream api server: until it is the appender again)")]
     Failed { cause: String },
     /// The append needed a new segment the log could not create (`disk_full`: the disk or
     /// a quota ran out of space). Nothing of it was written, and the log goes on: appends

@@ -60,6 +60,8 @@ fn a_deposed_standby_stands_by_and_takes_the_lease_again() {
     rt.block_on(kv.delete("appender")).unwrap();
     let b = JetStreamLog::open(config).unwrap();
     assert_eq!(b.append_blocking(&put("b0", 0)).unwrap(), Index::new(4));
+    let holder = || rt.block_on(kv.get("appender")).unwrap();
+    let b_holds = holder().expect("B holds the lease");
 
     // A's next batch is fenced: refused, not written; A stands by.
     match a.append_blocking(&put("a-late", 9)) {
@@ -78,6 +80,7 @@ fn a_deposed_standby_stands_by_and_takes_the_lease_again() {
         other => panic!("a standby appended: {other:?}"),
     }
     // B still holds the lease (A's step-down released nothing of B's) and appends.
+    assert_eq!(holder(), Some(b_holds));
     assert_eq!(b.append_blocking(&put("b1", 1)).unwrap(), Index::new(5));
 
     // B gives the lease up: A takes it, rebuilt from the stream (B's writes included).

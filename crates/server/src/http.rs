@@ -348,7 +348,8 @@ pub fn router(node: Arc<Node>) -> Router {
         .with_state(node)
 }
 
-/// Answers at least this large hold a share of `answers_bytes_max` while they are sent.
+/// Answers at least this large (and successful) hold a share of `answers_bytes_max` while
+/// they are sent.
 pub const HELD_ANSWER_BYTES_MIN: u64 = 64 << 10;
 
 /// Hold every answer of `HELD_ANSWER_BYTES_MIN` or more against `answers_bytes_max` until
@@ -362,7 +363,8 @@ async fn hold_answer(State(node): State<Arc<Node>>, req: Request, next: Next) ->
         // A stream (`/v1/status/stream`): sent as it is made, piece by piece.
         return response;
     };
-    if bytes < HELD_ANSWER_BYTES_MIN {
+    // Refusals are answered whatever their size: "busy" would hide a conflict, say.
+    if bytes < HELD_ANSWER_BYTES_MIN || !response.status().is_success() {
         return response;
     }
     match node.answer_budget.try_hold(bytes) {
@@ -969,18 +971,25 @@ async fn forward_read(
     }
 }
 
-/// A read's wait (for an index, or for a replica to answer), cut short when the node begins
-/// to stop: a shutdown does not wait out reads that wait (`503 shutting_down`), so the
-/// views still drain and the log still closes within `shutdown_ms_max`.
+/// A read's wait (for an index, or for a replica to answer), cut short a second
+/// (`STOP_GRACE`) after the node begins to stop: a shutdown does not wait out reads that
+/// wait (`503 shutting_down`), so the views still drain and the log still closes within
+/// `shutdown_ms_max`.
 async fn unless_stopping<T>(
     node: &Node,
     wait: impl std::future::Future<Output = ApiResult<T>>,
 ) -> ApiResult<T> {
     let mut stop = node.stopping();
+    let mut wait = std::pin::pin!(wait);
     tokio::select! {
         biased;
-        done = wait => done,
-        Ok(_) = stop.wait_for(|s| *s) => Err(ApiError::new(
+        done = &mut wait => return done,
+        Ok(_) = stop.wait_for(|s| *s) => {}
+    }
+    // A read about to be answered (a forward in flight, a wait nearly over) still is.
+    match tokio::time::timeout(STOP_GRACE, wait).await {
+        Ok(done) => done,
+        Err(_) => Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting_down",
             "the server is shutting down: the read stopped waiting; ask another server, or \
@@ -988,6 +997,9 @@ async fn unless_stopping<T>(
         )),
     }
 }
+
+/// How long a read that waits may still take once a shutdown begins.
+pub const STOP_GRACE: Duration = Duration::from_secs(1);
 
 /// Wait (bounded) until the Disk View owning `key` has applied `index`.
 async fn wait_disk(
@@ -1003,41 +1015,23 @@ async fn wait_disk(
     Ok(())
 }
 
-/// An `as_of` must name a commit: as of an index inside a transaction of several records a
-/// read would show part of it (DESIGN.md §12, invariant 2), and a Disk View keeps no
-/// transaction boundaries. Checked against the log while it still holds the index (called
-/// once the view has applied it, so it is durable); below the log's first retained index it
-/// cannot be checked and is taken as given.
+/// An `as_of` must name a commit (`Node::commit_around`).
 async fn check_as_of(node: &Arc<Node>, at: Option<Index>) -> ApiResult<()> {
     let Some(at) = at else {
         return Ok(());
     };
-    if at < node.log.first_index() || at > node.log.durable_index() {
-        return Ok(());
-    }
-    let log = node.clone();
-    // The records from `at` through the end of its transaction (a read ends on a commit).
-    let records = blocking(move || {
-        log.log.read(at, 1).map_err(|e| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "log_unavailable",
-                format!("cannot read the log at as_of {at} to check it names a commit: {e}"),
-            )
-        })
-    })
-    .await?;
-    match (records.first(), records.last()) {
-        (Some(first), Some(last)) if first.index == at && !first.commit => {
-            Err(ApiError::bad(format!(
-                "as_of {at} is inside a transaction (its commit index is {}): a read as of it \
-                 would show part of that transaction; pass a commit index (one an append \
-                 returned, or a view's applied index)",
-                last.index
-            )))
-        }
-        // Truncated meanwhile, or a commit.
-        _ => Ok(()),
+    match node.commit_around(at).await {
+        Ok(None) => Ok(()),
+        Ok(Some(commit)) => Err(ApiError::bad(format!(
+            "as_of {at} is inside a transaction (its commit index is {commit}): a read as of it \
+             would show part of that transaction; pass a commit index (one an append returned, \
+             or a view's applied index)"
+        ))),
+        Err(e) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "log_unavailable",
+            format!("cannot read the log at as_of {at} to check it names a commit: {e}"),
+        )),
     }
 }
 

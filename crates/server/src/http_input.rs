@@ -177,19 +177,19 @@ impl BodyBudget {
     }
 }
 
-/// Pieces a held answer is handed to its connection in: its share of `answers_bytes_max`
-/// goes back once the last piece has been taken, not when the connection merely has the
-/// whole answer in hand.
+/// Pieces a held answer is handed to its connection in.
 pub const ANSWER_PIECE_BYTES: usize = 64 << 10;
 
-/// An answer body holding its share of the answer budget until its last piece is taken or
-/// it is dropped (its client went away).
+/// An answer body holding its share of the answer budget for as long as any of its bytes
+/// is held: every piece it hands on shares the answer's buffer and carries the share with
+/// it, so the share goes back once the connection has dropped the last piece (written to
+/// the socket, or the client went away), not when it merely has them all in hand.
 #[derive(Debug)]
 pub struct HeldAnswer {
     body: Body,
     /// Data taken from `body` and not yet handed on.
     pending: Bytes,
-    held: Option<OwnedSemaphorePermit>,
+    held: Option<Arc<OwnedSemaphorePermit>>,
 }
 
 impl HeldAnswer {
@@ -197,8 +197,20 @@ impl HeldAnswer {
         HeldAnswer {
             body,
             pending: Bytes::new(),
-            held: Some(held),
+            held: Some(Arc::new(held)),
         }
+    }
+}
+
+/// One piece of a held answer: its bytes, and the answer's share of the budget.
+struct HeldPiece {
+    bytes: Bytes,
+    _held: Option<Arc<OwnedSemaphorePermit>>,
+}
+
+impl AsRef<[u8]> for HeldPiece {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
     }
 }
 
@@ -215,7 +227,11 @@ impl http_body::Body for HeldAnswer {
         loop {
             if !this.pending.is_empty() {
                 let n = this.pending.len().min(ANSWER_PIECE_BYTES);
-                return Poll::Ready(Some(Ok(http_body::Frame::data(this.pending.split_to(n)))));
+                let piece = Bytes::from_owner(HeldPiece {
+                    bytes: this.pending.split_to(n),
+                    _held: this.held.clone(),
+                });
+                return Poll::Ready(Some(Ok(http_body::Frame::data(piece))));
             }
             match std::pin::Pin::new(&mut this.body).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {

@@ -1625,6 +1625,31 @@ impl Node {
         }
     }
 
+    /// When `at` lies inside a transaction of several records (not at its end), that
+    /// transaction's commit index: a read or an iteration as of `at` would show part of it
+    /// (DESIGN.md §12, invariant 2), and a Disk View keeps no transaction boundaries. Known
+    /// only while the log holds `at` and it is durable; `Ok(None)` otherwise, and for a
+    /// commit. Reads the log on a blocking thread.
+    pub async fn commit_around(self: &Arc<Self>, at: Index) -> Result<Option<Index>, String> {
+        if at < self.log.first_index() || at > self.log.durable_index() {
+            return Ok(None);
+        }
+        let node = self.clone();
+        // The records from `at` through the end of its transaction (a read ends on a commit).
+        let records = tokio::task::spawn_blocking(move || node.log.read(at, 1))
+            .await
+            .map_err(|e| e.to_string())?;
+        match records {
+            Ok(records) => Ok(match (records.first(), records.last()) {
+                (Some(first), Some(last)) if first.index == at && !first.commit => Some(last.index),
+                _ => None,
+            }),
+            // Truncated meanwhile: no longer checkable.
+            Err(spindle_log::ReadError::Truncated { .. }) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// A receiver that turns true when the node is stopping.
     pub fn stopping(&self) -> watch::Receiver<bool> {
         self.stop.subscribe()

@@ -91,7 +91,30 @@ where
             return Status::invalid_argument(format!("reading the request: {e}")).into_http();
         }
     };
-    let rx = match decode_request(&body).and_then(|r| service.start_iteration(&r, connection)) {
+    let request = match decode_request(&body) {
+        Ok(r) => r,
+        Err(status) => return status.into_http(),
+    };
+    // A cut inside a transaction would deliver part of it.
+    if let Some(to) = request.to.map(spindle_core::Index::new) {
+        match service.node().commit_around(to).await {
+            Ok(None) => {}
+            Ok(Some(commit)) => {
+                return Status::invalid_argument(format!(
+                    "to = {to} is inside a transaction (its commit index is {commit}): an \
+                     iteration cut there would deliver part of it; cut at a commit index"
+                ))
+                .into_http()
+            }
+            Err(e) => {
+                return Status::unavailable(format!(
+                    "cannot read the log at {to} to check the cut names a commit: {e}"
+                ))
+                .into_http()
+            }
+        }
+    }
+    let rx = match service.start_iteration(&request, connection) {
         Ok(rx) => rx,
         Err(status) => return status.into_http(),
     };

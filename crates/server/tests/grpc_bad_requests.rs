@@ -118,6 +118,14 @@ fn bad_iterate_requests_are_refused_with_their_code_and_hold_no_seat() {
                 Code::InvalidArgument,
             ),
             (
+                "a cut inside a transaction (of 20 records)",
+                IterateRequest {
+                    to: Some(durable.get() - 5),
+                    ..good.clone()
+                },
+                Code::InvalidArgument,
+            ),
+            (
                 "from above to",
                 IterateRequest {
                     from: 10,

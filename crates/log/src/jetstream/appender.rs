@@ -147,9 +147,11 @@ pub(crate) async fn open(
     let id = format!("{:016x}", rand::random::<u64>());
     let lease = match mode {
         Mode::Reader => return Ok((shared, None, records_max)),
-        Mode::Appender => Lease::acquire(&shared, id.clone(), shared.config.lease_wait).await?,
+        Mode::Appender => {
+            Lease::acquire(&shared, id.clone(), shared.config.lease_wait, None).await?
+        }
         // A standby takes a free lease at once, as an appender would; a held one later.
-        Mode::Standby => match Lease::acquire(&shared, id.clone(), Duration::ZERO).await {
+        Mode::Standby => match Lease::acquire(&shared, id.clone(), Duration::ZERO, None).await {
             Ok(lease) => lease,
             Err(JetStreamError::LeaseHeld { holder, .. }) => {
                 tracing::info!(
@@ -179,7 +181,7 @@ pub(crate) async fn promote(
         if closed.load(Ordering::Acquire) {
             return None;
         }
-        match Lease::acquire(shared, id.clone(), shared.config.lease_wait).await {
+        match Lease::acquire(shared, id.clone(), shared.config.lease_wait, Some(closed)).await {
             Ok(lease) => break Arc::new(lease),
             Err(JetStreamError::LeaseHeld { .. }) => continue,
             Err(e) => {
@@ -364,8 +366,14 @@ struct Lease {
 }
 
 impl Lease {
-    /// Take the lease, waiting up to `wait` while another holds it.
-    async fn acquire(shared: &Shared, id: String, wait: Duration) -> Result<Lease, JetStreamError> {
+    /// Take the lease, waiting up to `wait` while another holds it (and no longer once
+    /// `closed`, if given, turns true).
+    async fn acquire(
+        shared: &Shared,
+        id: String,
+        wait: Duration,
+        closed: Option<&AtomicBool>,
+    ) -> Result<Lease, JetStreamError> {
         let config = &shared.config;
         let bucket = config.lease_bucket();
         // A cluster that just started may not place a new bucket at once: ask again until
@@ -419,7 +427,8 @@ impl Lease {
                             });
                         }
                     }
-                    if started.elapsed() >= wait {
+                    let closing = closed.is_some_and(|c| c.load(Ordering::Acquire));
+                    if started.elapsed() >= wait || closing {
                         let holder = kv
                             .get(LEASE_KEY)
                             .await

@@ -291,6 +291,9 @@ pub struct JetStreamLog {
     promotion_error: Arc<Mutex<Option<String>>>,
     /// Why a standby last stopped appending, if it did (it stands by again).
     stepped_down: Arc<Mutex<Option<String>>>,
+    /// A standby's task (`Standby::run`): `close` waits for it, so that the lease is given
+    /// up before `close` returns whatever the task was doing.
+    standby_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The largest batch the servers take (for a standby's appender).
     records_max: usize,
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -341,7 +344,7 @@ impl JetStreamLog {
             stepped_down: log.stepped_down.clone(),
             records_max: log.records_max,
         };
-        log.handle.spawn(standby.run(started));
+        *log.standby_task.lock() = Some(log.handle.spawn(standby.run(started)));
         Ok(log)
     }
 
@@ -422,6 +425,7 @@ impl JetStreamLog {
             closed: Arc::default(),
             promotion_error: Arc::default(),
             stepped_down: Arc::default(),
+            standby_task: Mutex::new(None),
             records_max,
             runtime: Mutex::new(Some(runtime)),
             handle,
@@ -506,13 +510,19 @@ impl JetStreamLog {
         self.shared.failure()
     }
 
-    /// Finish queued appends, release the lease and stop. Later appends get `Closed`.
+    /// Finish queued appends, release the lease and stop. Later appends get `Closed`. A
+    /// standby's close also waits for its task: an appender stepping down, or one a promotion
+    /// is starting, has given the lease up when it returns.
     pub async fn close(&self) {
         self.closed
             .store(true, std::sync::atomic::Ordering::Release);
         let intake = self.intake.lock().clone();
         if let Some(intake) = intake {
             close_appender(&intake).await;
+        }
+        let task = self.standby_task.lock().take();
+        if let Some(task) = task {
+            let _ = task.await;
         }
     }
 
@@ -618,11 +628,12 @@ impl Standby {
                 match running.ended.await {
                     Ok(appender::Ended::SteppedDown(cause)) => {
                         // The appender has ended and given the lease up; nothing of it
-                        // runs, so its failure can go with it.
-                        *self.intake.lock() = None;
-                        self.shared.clear_failure();
+                        // runs, so its failure can go with it. In this order, so that one
+                        // that no longer appends has said why and holds no failure.
                         tracing::warn!(stream = %self.shared.config.stream, %cause, "standby: stopped appending; standing by");
                         *self.stepped_down.lock() = Some(cause);
+                        self.shared.clear_failure();
+                        *self.intake.lock() = None;
                     }
                     // Closed, or panicked (the handle stays failed, its intake closed).
                     Ok(_) | Err(_) => return,
