@@ -75,8 +75,11 @@ fn a_deposed_standby_stands_by_and_takes_the_lease_again() {
         a.failure().is_none(),
         "a standby does not carry its old appender's failure"
     );
+    // Refused before it was sent: not written (safe to retry), not a failure of the log.
     match a.append_blocking(&put("a-standby", 9)) {
-        Err(AppendError::Failed { cause }) => assert!(cause.contains("standby"), "{cause}"),
+        Err(AppendError::NotWritten { cause, .. }) => {
+            assert!(cause.contains("standby"), "{cause}")
+        }
         other => panic!("a standby appended: {other:?}"),
     }
     // B still holds the lease (A's step-down released nothing of B's) and appends.

@@ -21,16 +21,7 @@ fn a_slow_reader_holds_at_most_the_answer_budget() {
         c.request_body_ms_max = 20_000;
     });
     let client = server.http(None);
-    let chunk: Vec<u8> = (0..CHUNK as u32).map(|i| (i % 251) as u8).collect();
-    let id = server.rt.block_on(async {
-        let (status, answer) = client
-            .request(Method::POST, "/v1/chunks", Some(chunk.clone()))
-            .await
-            .unwrap();
-        assert!(status.is_success(), "{status}");
-        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
-        answer["id"].as_str().unwrap().to_owned()
-    });
+    let (chunk, id) = common::store_chunk(&server, CHUNK);
     let status = |client: &spindle_server::client::HttpClient| {
         server.rt.block_on(async {
             let (code, s) = client.json(Method::GET, "/v1/status", None).await.unwrap();

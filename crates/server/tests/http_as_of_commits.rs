@@ -15,14 +15,7 @@ fn a_read_as_of_an_index_inside_a_transaction_is_refused() {
     server.rt.block_on(async {
         let post = |txn: serde_json::Value| {
             let client = &client;
-            async move {
-                let (status, answer) = client
-                    .json(Method::POST, "/v1/txn", Some(&txn))
-                    .await
-                    .unwrap();
-                assert_eq!(status, StatusCode::OK, "{answer}");
-                answer["index"].as_u64().unwrap()
-            }
+            async move { common::post_txn(client, &txn).await }
         };
         let edge = |to: &str| json!({"kind": "edge", "from": "a", "label": "knows", "to": to});
         let first = post(json!({"writes": [

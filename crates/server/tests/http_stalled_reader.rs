@@ -16,17 +16,8 @@ use spindle_server::client::HttpClient;
 fn a_client_that_stops_reading_an_answer_is_closed() {
     let server = common::TestServer::start(|c| c.request_body_ms_max = 1000);
     let addr = server.bound.http;
-    let chunk: Vec<u8> = (0..12u32 << 20).map(|i| (i % 251) as u8).collect();
     let client = HttpClient::new(&addr.to_string(), None);
-    let id = server.rt.block_on(async {
-        let (status, answer) = client
-            .request(Method::POST, "/v1/chunks", Some(chunk.clone()))
-            .await
-            .unwrap();
-        assert!(status.is_success(), "{status}");
-        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
-        answer["id"].as_str().unwrap().to_owned()
-    });
+    let (chunk, id) = common::store_chunk(&server, 12 << 20);
     let mut s = TcpStream::connect(addr).unwrap();
     write!(
         s,

@@ -8,8 +8,6 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use hyper::Method;
-
 #[test]
 fn new_connections_are_refused_while_answers_drain() {
     let server = common::TestServer::start(|c| {
@@ -18,17 +16,7 @@ fn new_connections_are_refused_while_answers_drain() {
         c.shutdown_ms_max = 20_000;
     });
     let addr = server.bound.http;
-    let chunk: Vec<u8> = (0..12u32 << 20).map(|i| (i % 251) as u8).collect();
-    let client = server.http(None);
-    let id = server.rt.block_on(async {
-        let (status, answer) = client
-            .request(Method::POST, "/v1/chunks", Some(chunk))
-            .await
-            .unwrap();
-        assert!(status.is_success(), "{status}");
-        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
-        answer["id"].as_str().unwrap().to_owned()
-    });
+    let (_, id) = common::store_chunk(&server, 12 << 20);
     // A client that asks for the chunk and reads only the start of the answer.
     let mut slow = TcpStream::connect(addr).unwrap();
     write!(slow, "GET /v1/chunks/{id} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();

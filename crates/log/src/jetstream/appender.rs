@@ -843,9 +843,12 @@ impl Appender {
         let not_written =
             format!("{cause}; the appender stood down before this append was sent: not written");
         let mut closes = Vec::new();
-        let queued = carried
-            .into_iter()
-            .chain(std::iter::from_fn(|| rx.try_recv().ok()));
+        // Closed, `recv` still yields what is queued and what a sender already holding a
+        // permit sends, then `None`: every append handed over is answered here.
+        let mut queued = Vec::from_iter(carried);
+        while let Some(cmd) = rx.recv().await {
+            queued.push(cmd);
+        }
         for cmd in queued {
             match cmd {
                 Command::Append { txns, reply } => {

@@ -294,6 +294,9 @@ pub struct JetStreamLog {
     /// A standby's task (`Standby::run`): `close` waits for it, so that the lease is given
     /// up before `close` returns whatever the task was doing.
     standby_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Opened with `open_standby`: an append it refuses before sending is `NotWritten`
+    /// (retry here later, or at the appender), not a failure of the log.
+    standby: bool,
     /// The largest batch the servers take (for a standby's appender).
     records_max: usize,
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -335,7 +338,8 @@ impl JetStreamLog {
     /// the lease up and stands by again (`stepped_down`), taking the lease once it is free
     /// and rebuilding its table from the stream.
     pub fn open_standby(config: JetStreamConfig) -> Result<JetStreamLog, JetStreamError> {
-        let (log, started) = Self::start(config, appender::Mode::Standby)?;
+        let (mut log, started) = Self::start(config, appender::Mode::Standby)?;
+        log.standby = true;
         let standby = Standby {
             shared: log.shared.clone(),
             intake: log.intake.clone(),
@@ -426,6 +430,7 @@ impl JetStreamLog {
             promotion_error: Arc::default(),
             stepped_down: Arc::default(),
             standby_task: Mutex::new(None),
+            standby: false,
             records_max,
             runtime: Mutex::new(Some(runtime)),
             handle,
@@ -467,18 +472,23 @@ impl JetStreamLog {
         &self,
         txns: Vec<PreparedTxn>,
     ) -> Result<Vec<Result<Index, AppendError>>, AppendError> {
-        let intake = self
-            .intake
-            .lock()
-            .clone()
-            .ok_or_else(|| AppendError::Failed {
-                cause:
-                    "this JetStream log handle is a reader (or a standby that does not hold the \
-                    appender lease); appends go through the appender"
-                        .into(),
-            })?;
+        // Refused before anything was sent: a standby says so (`NotWritten`, safe to
+        // retry), also in the moment between its appender failing and standing down.
+        let refused = |cause: String| {
+            if self.standby {
+                AppendError::NotWritten {
+                    cause: format!("{cause}; not written"),
+                    disk_full: false,
+                }
+            } else {
+                AppendError::Failed { cause }
+            }
+        };
+        let Some(intake) = self.intake.lock().clone() else {
+            return Err(refused(not_the_appender("appends go through the appender")));
+        };
         if let Some(cause) = self.shared.failure() {
-            return Err(AppendError::Failed { cause });
+            return Err(refused(format!("{cause}; this standby stops appending")));
         }
         let (reply, rx) = oneshot::channel();
         if intake.send(Command::Append { txns, reply }).await.is_err() {
@@ -574,10 +584,7 @@ impl crate::Log for JetStreamLog {
             .lock()
             .clone()
             .ok_or_else(|| TruncateError::Failed {
-                cause:
-                    "this JetStream log handle is a reader (or a standby that does not hold the \
-                    appender lease); the appender truncates"
-                        .into(),
+                cause: not_the_appender("the appender truncates"),
             })?;
         let (reply, rx) = oneshot::channel();
         intake
@@ -594,6 +601,14 @@ impl crate::Log for JetStreamLog {
     fn first_index(&self) -> Index {
         self.shared.first_index()
     }
+}
+
+/// Why a handle without the lease refuses to append or truncate.
+fn not_the_appender(then: &str) -> String {
+    format!(
+        "this JetStream log handle is a reader (or a standby that does not hold the appender \
+         lease); {then}"
+    )
 }
 
 /// Ask an appender to finish what it holds and give the lease up; wait for it.

@@ -96,3 +96,29 @@ impl TestServer {
         std::mem::replace(&mut self.dir, dir)
     }
 }
+
+/// A chunk of `bytes` bytes (a repeating pattern), stored over HTTP; the chunk and its id.
+pub fn store_chunk(server: &TestServer, bytes: usize) -> (Vec<u8>, String) {
+    let chunk: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
+    let client = server.http(None);
+    let id = server.rt.block_on(async {
+        let (status, answer) = client
+            .request(hyper::Method::POST, "/v1/chunks", Some(chunk.clone()))
+            .await
+            .unwrap();
+        assert!(status.is_success(), "{status}");
+        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+        answer["id"].as_str().unwrap().to_owned()
+    });
+    (chunk, id)
+}
+
+/// Append `txn` (its JSON) over HTTP, which must succeed; its commit index.
+pub async fn post_txn(client: &HttpClient, txn: &serde_json::Value) -> u64 {
+    let (status, answer) = client
+        .json(hyper::Method::POST, "/v1/txn", Some(txn))
+        .await
+        .unwrap();
+    assert_eq!(status, hyper::StatusCode::OK, "{answer}");
+    answer["index"].as_u64().unwrap()
+}
