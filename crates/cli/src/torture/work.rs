@@ -709,9 +709,11 @@ pub async fn verify(
         for (w, (i, _)) in txn.writes.iter().enumerate() {
             let expected = txn.expected(w, commit);
             let key = s.items[*i].key.clone();
+            // As of the commit (an index inside the transaction is refused): the items of
+            // a transaction are distinct, so each read shows this write's version.
             let got = read(
                 key.clone(),
-                format!("as_of={}&timeout_ms={READ_WAIT_MS}", expected.index),
+                format!("as_of={commit}&timeout_ms={READ_WAIT_MS}"),
             )
             .await?;
             s.checks += 1;
