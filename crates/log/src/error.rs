@@ -26,9 +26,10 @@ pub enum AppendError {
     #[error("conflict: {}", describe_conflicts(.failed))]
     Conflict { failed: Vec<FailedCondition> },
     /// A write or sync failed, now or earlier. The log refuses writes until it is reopened
-    /// (a JetStream standby's: until it is the appender again); the outcome of appends in
-    /// the failed batch is unknown (they may or may not be on disk after reopen, exactly
-    /// like a client whose connection dropped).
+    /// (a JetStream standby's answers this for the failed batch only, and `NotWritten` for
+    /// appends it refuses until it is the appender again); the outcome of appends in the
+    /// failed batch is unknown (they may or may not be on disk after reopen, exactly like a
+    /// client whose connection dropped).
     #[error("log failed ({cause}); it refuses writes until reopened (a JetStream api server: until it is the appender again)")]
     Failed { cause: String },
     /// The append needed a new segment the log could not create (`disk_full`: the disk or

@@ -472,12 +472,19 @@ impl JetStreamLog {
         &self,
         txns: Vec<PreparedTxn>,
     ) -> Result<Vec<Result<Index, AppendError>>, AppendError> {
-        // Refused before anything was sent: a standby says so (`NotWritten`, safe to
-        // retry), also in the moment between its appender failing and standing down.
-        let refused = |cause: String| {
-            if self.standby {
+        // Refused before anything was sent: a standby that stands by says so (`NotWritten`,
+        // safe to retry), also in the moment between its appender failing and standing
+        // down. One whose task ended (its appender panicked) stays failed.
+        let refused = |cause: String, standby_says: &str| {
+            let standing_by = self.standby
+                && self
+                    .standby_task
+                    .lock()
+                    .as_ref()
+                    .is_some_and(|task| !task.is_finished());
+            if standing_by {
                 AppendError::NotWritten {
-                    cause: format!("{cause}; not written"),
+                    cause: format!("{cause}{standby_says}; not written"),
                     disk_full: false,
                 }
             } else {
@@ -485,10 +492,13 @@ impl JetStreamLog {
             }
         };
         let Some(intake) = self.intake.lock().clone() else {
-            return Err(refused(not_the_appender("appends go through the appender")));
+            return Err(refused(
+                not_the_appender("appends go through the appender"),
+                "",
+            ));
         };
         if let Some(cause) = self.shared.failure() {
-            return Err(refused(format!("{cause}; this standby stops appending")));
+            return Err(refused(cause, "; this standby stops appending"));
         }
         let (reply, rx) = oneshot::channel();
         if intake.send(Command::Append { txns, reply }).await.is_err() {
