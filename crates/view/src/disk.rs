@@ -357,9 +357,10 @@ impl DiskView {
 
     /// Apply durable log records. They must continue the applied prefix (records at or
     /// below the applied index are skipped, so replaying an overlap after a restart is
-    /// harmless) and end on a commit record. Each transaction with writes in this
-    /// partition becomes one write batch carrying its commit index; a run of transactions
-    /// with none only advances the applied index, in the next batch written.
+    /// harmless) and end on a commit record. Whole transactions go into one write batch
+    /// carrying the commit index of the last, cut at the first commit past
+    /// `APPLY_BATCH_BYTES_MAX`; transactions with no write in this partition only advance
+    /// the applied index.
     pub fn apply(&self, records: &[Record]) -> Result<Index, ViewError> {
         let _one_writer = self.apply_lock.lock();
         let applied = self.applied_index();
@@ -386,7 +387,7 @@ impl DiskView {
             checkpoints_changed |= tally.record(record.index, version);
             if record.commit {
                 pending_commit = Some(record.index);
-                if !batch.is_empty() {
+                if batch.size_in_bytes() >= APPLY_BATCH_BYTES_MAX {
                     let changed = std::mem::take(&mut checkpoints_changed);
                     self.write_batch(std::mem::take(&mut batch), meta, &tally, changed)?;
                     pending_commit = None;
@@ -968,6 +969,11 @@ pub const EDGE_SCAN_VERSIONS_MAX: usize = 100_000;
 /// small request cannot make the node copy and encode gigabytes (values are up to 1 MiB
 /// each, pages up to 10,000 entries). The multiget's bound is the same.
 pub const PAGE_VALUE_BYTES_MAX: usize = 64 << 20;
+
+/// The size past which `apply` writes the transactions it gathered (at the next commit):
+/// one RocksDB write per call for the few transactions a tailer brings at a time, and a
+/// bounded batch while a view catches up.
+pub const APPLY_BATCH_BYTES_MAX: usize = 4 << 20;
 
 /// Which out-edges a page holds: as of `at` (default: the applied index), one label only,
 /// and only past the edge (label, to) a previous page ended on.

@@ -1,11 +1,12 @@
 //! A Disk View killed with SIGKILL while it applies the log reopens in a state that is
-//! exactly the log up to its stored applied index (each transaction's versions, the applied
-//! index and the checksum share one write batch, so the checksum still matches the data and
-//! a replay's), then resumes and converges; over several kill-and-reopen rounds.
+//! exactly the log up to its stored applied index (the versions of the transactions one
+//! apply takes, the applied index and the checksum share one write batch, so the checksum
+//! still matches the data and a replay's), then resumes and converges; over several
+//! kill-and-reopen rounds.
 //!
 //! The test re-executes its own binary as the child (selected by an environment variable).
-//! The child applies one transaction at a time and prints each applied index; the parent
-//! kills it once it has seen enough of them, mid-stream.
+//! The child applies one to five transactions at a time and prints each applied index; the
+//! parent kills it once it has seen enough of them, mid-stream.
 
 mod common;
 
@@ -26,7 +27,8 @@ fn partition() -> Partition {
     Partition::nth(1, 2)
 }
 
-/// The child: apply one transaction at a time, forever slower than the parent reads.
+/// The child: apply one to five transactions (of two records each) at a time, forever
+/// slower than the parent reads.
 fn child(dir: &str) -> ! {
     let dir = std::path::Path::new(dir);
     let log = open_log(&dir.join("log"));
@@ -37,7 +39,7 @@ fn child(dir: &str) -> ! {
             println!("DONE");
             std::process::exit(0);
         }
-        let records = log.read(next, 1).unwrap();
+        let records = log.read(next, 2 * (1 + next.get() as usize % 5)).unwrap();
         let applied = view.apply(&records).unwrap();
         println!("APPLIED {applied}");
     }
