@@ -96,6 +96,11 @@ pub struct ServerConfig {
     /// closed as soon as it is accepted. Also at most a quarter of the open-files limit, so
     /// that connections never take the descriptors the log and the views need.
     pub connections_max: usize,
+    /// Connections one source (an IPv4 address, an IPv6 /64) holds open at once on each
+    /// listener; past it a new one from that source is closed as soon as it is accepted.
+    /// One client cannot take every seat of `connections_max`. Set it to `connections_max`
+    /// for a node behind a proxy whose connections all come from one address.
+    pub connections_per_source_max: usize,
     /// Largest chunk accepted by `PUT /v1/chunks/{id}`.
     pub chunk_bytes_max: usize,
     /// Space the chunk store may use.
@@ -291,6 +296,7 @@ impl Default for ServerConfig {
             answers_bytes_max: 1 << 30,
             request_body_ms_max: 30_000,
             connections_max: 1000,
+            connections_per_source_max: 250,
             chunk_bytes_max: 16 << 20,
             chunk_store_bytes_max: 1 << 40,
             chunk_active_volumes: 1,
@@ -545,6 +551,12 @@ impl ServerConfig {
             return bad(format!(
                 "connections_max must be 1 ..= {CONNECTIONS_LIMIT}, not {}",
                 self.connections_max
+            ));
+        }
+        if !(1..=CONNECTIONS_LIMIT).contains(&self.connections_per_source_max) {
+            return bad(format!(
+                "connections_per_source_max must be 1 ..= {CONNECTIONS_LIMIT}, not {}",
+                self.connections_per_source_max
             ));
         }
         if self.truncate_interval_ms == 0 {

@@ -21,6 +21,7 @@ pub mod redact;
 pub mod remote;
 pub mod serve;
 pub mod shared_body;
+pub mod source_seats;
 pub mod status;
 
 pub use config::ServerConfig;

@@ -62,24 +62,21 @@ pub async fn serve(
     let http_stop = wait(stopping.subscribe());
     let head_max = Duration::from_millis(node.config.request_body_ms_max);
     let connections_max = connections_cap(node.config.connections_max, open_files_limit());
+    let per_source_max = node.config.connections_per_source_max.min(connections_max);
     let mut http_task = tokio::spawn(serve_http(
         http,
         router,
         head_max,
-        connections_max,
+        Seating::new("HTTP", connections_max, per_source_max, node.clone()),
         http_stop,
     ));
     let kill_rx = kill.subscribe();
-    let seats = Arc::new(tokio::sync::Semaphore::new(connections_max));
-    let mut refused = Refusals::default();
+    let mut seating = Seating::new("gRPC", connections_max, per_source_max, node.clone());
     let incoming = TcpListenerStream::new(grpc).filter_map(move |conn| match conn {
-        Ok(io) => match seats.clone().try_acquire_owned() {
-            Ok(seat) => Some(Ok(Killable::new(io, kill_rx.clone(), seat, head_max))),
-            Err(_) => {
-                refused.note("gRPC", connections_max);
-                None
-            }
-        },
+        Ok(io) => {
+            let seats = seating.seat(io.peer_addr().ok())?;
+            Some(Ok(Killable::new(io, kill_rx.clone(), seats, head_max)))
+        }
         Err(e) => Some(Err(e)),
     });
     let mut grpc_task = tokio::spawn(
@@ -192,22 +189,89 @@ pub fn connections_cap(configured: usize, open_files: Option<u64>) -> usize {
     configured.min(quarter).max(1)
 }
 
-/// Connections closed at once because a listener was full, reported at most every 10 s.
-#[derive(Default)]
-struct Refusals {
+/// Why a connection was closed as soon as it was accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    /// The listener held `connections_max`.
+    Full,
+    /// Its source held `connections_per_source_max`.
+    Source(crate::source_seats::Source),
+}
+
+/// A listener's seats: `connections_max` in all and `connections_per_source_max` for each
+/// source. A connection holds one of each while open; one that finds either taken is
+/// closed at once, counted in `connections_refused_total`, and the refusals are reported
+/// at most every 10 s.
+struct Seating {
+    listener: &'static str,
+    max: usize,
+    all: Arc<tokio::sync::Semaphore>,
+    per_source: Arc<crate::source_seats::SourceSeats>,
+    node: Arc<Node>,
     since_warned: u64,
     warned: Option<std::time::Instant>,
 }
 
-impl Refusals {
-    fn note(&mut self, listener: &str, max: usize) {
+/// What an open connection holds: one of its listener's seats and one of its source's.
+#[derive(Debug)]
+struct Seats {
+    _all: tokio::sync::OwnedSemaphorePermit,
+    _source: Option<crate::source_seats::SourceSeat>,
+}
+
+impl Seating {
+    fn new(listener: &'static str, max: usize, per_source_max: usize, node: Arc<Node>) -> Self {
+        Seating {
+            listener,
+            max,
+            all: Arc::new(tokio::sync::Semaphore::new(max)),
+            per_source: crate::source_seats::SourceSeats::new(per_source_max),
+            node,
+            since_warned: 0,
+            warned: None,
+        }
+    }
+
+    /// Seats for a connection from `peer` (unknown: only the listener's seat), or `None`
+    /// (the connection is to be closed) if either is full.
+    fn seat(&mut self, peer: Option<SocketAddr>) -> Option<Seats> {
+        let Ok(all) = self.all.clone().try_acquire_owned() else {
+            self.refuse(Refusal::Full);
+            return None;
+        };
+        let source = match peer {
+            Some(peer) => match self.per_source.try_take(peer.ip()) {
+                Some(seat) => Some(seat),
+                None => {
+                    self.refuse(Refusal::Source(crate::source_seats::Source::of(peer.ip())));
+                    return None;
+                }
+            },
+            None => None,
+        };
+        Some(Seats {
+            _all: all,
+            _source: source,
+        })
+    }
+
+    fn refuse(&mut self, why: Refusal) {
+        crate::status::Counters::bump(&self.node.metrics.connections_refused, 1);
         self.since_warned += 1;
         if self
             .warned
             .is_none_or(|at| at.elapsed() >= Duration::from_secs(10))
         {
+            let last = match why {
+                Refusal::Full => format!("{} already open (connections_max)", self.max),
+                Refusal::Source(source) => format!(
+                    "the last from {source}, which already held {} (connections_per_source_max)",
+                    self.per_source.held_by(source)
+                ),
+            };
             tracing::warn!(
-                "{listener}: {} connection(s) closed at once: {max} already open (connections_max)",
+                "{}: {} connection(s) closed at once; {last}",
+                self.listener,
                 self.since_warned
             );
             self.since_warned = 0;
@@ -232,17 +296,16 @@ async fn serve_http(
     listener: TcpListener,
     router: axum::Router,
     head_max: Duration,
-    connections_max: usize,
+    mut seating: Seating,
     stop: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let (closing, _) = watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     let mut stop = std::pin::pin!(stop);
-    let mut refused = Refusals::default();
     loop {
-        let io = tokio::select! {
+        let (io, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((io, _)) => io,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     tracing::warn!("accepting an HTTP connection: {e}");
                     tokio::time::sleep(Duration::from_millis(ACCEPT_RETRY_MS)).await;
@@ -251,19 +314,18 @@ async fn serve_http(
             },
             () = &mut stop => break,
         };
-        while connections.try_join_next().is_some() {}
-        if connections.len() >= connections_max {
+        let Some(seats) = seating.seat(Some(peer)) else {
             drop(io);
-            refused.note("HTTP", connections_max);
             continue;
-        }
+        };
+        while connections.try_join_next().is_some() {}
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
-        connections.spawn(crate::http_conn::serve_connection(
-            io,
-            service,
-            head_max,
-            closing.subscribe(),
-        ));
+        let connection =
+            crate::http_conn::serve_connection(io, service, head_max, closing.subscribe());
+        connections.spawn(async move {
+            connection.await;
+            drop(seats);
+        });
     }
     // Refuse new connections at once: a listener kept while connections drain would let
     // the kernel complete handshakes nobody will serve.
@@ -304,14 +366,14 @@ struct Killable {
     /// Until the HTTP/2 preface has been read: when it is due, and how much of it came.
     first_bytes: Option<Pin<Box<tokio::time::Sleep>>>,
     preface_read: usize,
-    _seat: tokio::sync::OwnedSemaphorePermit,
+    _seats: Seats,
 }
 
 impl Killable {
     fn new(
         io: TcpStream,
         kill: watch::Receiver<bool>,
-        seat: tokio::sync::OwnedSemaphorePermit,
+        seats: Seats,
         first_bytes_max: Duration,
     ) -> Self {
         let mut kill = kill;
@@ -328,7 +390,7 @@ impl Killable {
             })),
             first_bytes: Some(Box::pin(tokio::time::sleep(first_bytes_max))),
             preface_read: 0,
-            _seat: seat,
+            _seats: seats,
         }
     }
 

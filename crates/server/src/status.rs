@@ -28,6 +28,9 @@ pub struct Counters {
     pub bodies_refused: AtomicU64,
     /// Answers replaced by `503 busy`: no room in `answers_bytes_max`.
     pub answers_refused: AtomicU64,
+    /// Connections closed as soon as they were accepted: their listener held
+    /// `connections_max`, or their source `connections_per_source_max`.
+    pub connections_refused: AtomicU64,
 }
 
 impl Counters {
@@ -744,6 +747,11 @@ impl Node {
                 "answers_refused_total",
                 "Answers replaced by 503 busy: they found no room in answers_bytes_max.",
                 &c.answers_refused,
+            ),
+            (
+                "connections_refused_total",
+                "Connections closed as soon as they were accepted: their listener held connections_max, or their source connections_per_source_max.",
+                &c.connections_refused,
             ),
         ] {
             gauge(name, help, "counter", one(v.load(Ordering::Relaxed)));
