@@ -538,6 +538,8 @@ pub struct Node {
     pub body_budget: crate::http_input::BodyBudget,
     /// HTTP answers being sent, at most `answers_bytes_max`.
     pub answer_budget: crate::http_input::BodyBudget,
+    /// The status stream's events, made once a second for every client watching.
+    pub status_events: crate::page::StatusEvents,
     /// Open `Iterate` streams, at most `iterate_streams_max`.
     pub iterate_seats: crate::grpc::StreamSeats,
     /// Open `Tail` streams, at most `tail_streams_max`.
@@ -845,6 +847,7 @@ impl Node {
             tailer_health,
             body_budget: crate::http_input::BodyBudget::new(config.request_bodies_bytes_max),
             answer_budget: crate::http_input::BodyBudget::new(config.answers_bytes_max),
+            status_events: crate::page::StatusEvents::default(),
             iterate_seats: crate::grpc::StreamSeats::new(
                 "Iterate",
                 "iterate_streams_max",

@@ -8,7 +8,8 @@
 //! token never appears in a URL, a server log or the browser history.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::extract::State;
@@ -18,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::Stream;
 use serde::Serialize;
 use spindle_ring::RingSnapshot;
+use tokio::sync::watch;
 
 use crate::node::Node;
 use crate::status::Status;
@@ -115,31 +117,126 @@ impl Node {
     }
 }
 
+/// One event of the stream, made once and sent to every client watching.
+#[derive(Debug)]
+pub struct MadeEvent {
+    /// `status`, or `error` if the status did not serialize.
+    pub name: &'static str,
+    pub data: String,
+}
+
+/// The stream's events: one task makes an event a second while at least one client
+/// watches, and every stream sends that same event, so a thousand watchers cost one status
+/// a second, not a thousand. The task stops once no stream is left (and when the node
+/// stops); the next stream starts it again.
+#[derive(Debug, Default)]
+pub struct StatusEvents {
+    latest: OnceLock<watch::Sender<Option<Arc<MadeEvent>>>>,
+    /// Whether the task runs; changed only under this lock, with the watchers counted.
+    producing: Mutex<bool>,
+    made: AtomicU64,
+}
+
+impl StatusEvents {
+    fn sender(&self) -> &watch::Sender<Option<Arc<MadeEvent>>> {
+        self.latest.get_or_init(|| watch::channel(None).0)
+    }
+
+    /// Watch the events. If the task that makes them runs, its latest event (at most a
+    /// second old) comes first; else the task starts and makes one at once (the latest,
+    /// from before it stopped, may be old: it is not sent).
+    pub fn watch(&self, node: &Arc<Node>) -> watch::Receiver<Option<Arc<MadeEvent>>> {
+        let mut producing = self.producing.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rx = self.sender().subscribe();
+        if !*producing {
+            *producing = true;
+            tokio::spawn(produce(Arc::downgrade(node)));
+        } else if rx.borrow().is_some() {
+            rx.mark_changed();
+        }
+        rx
+    }
+
+    /// Events made since the node started.
+    pub fn made(&self) -> u64 {
+        self.made.load(Ordering::Relaxed)
+    }
+
+    /// Whether the task that makes them runs now.
+    pub fn producing(&self) -> bool {
+        *self.producing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True (and the task is to end) if nobody watches; checked and cleared under the
+    /// lock `watch` takes, so a stream that starts watching meanwhile starts a new task.
+    fn nobody_watches(&self) -> bool {
+        let mut producing = self.producing.lock().unwrap_or_else(|p| p.into_inner());
+        if self.sender().receiver_count() == 0 {
+            *producing = false;
+            return true;
+        }
+        false
+    }
+}
+
+/// Make an event a second while anyone watches and the node runs.
+async fn produce(node: std::sync::Weak<Node>) {
+    loop {
+        let Some(n) = node.upgrade() else { return };
+        let events = &n.status_events;
+        if events.nobody_watches() {
+            return;
+        }
+        let made = match serde_json::to_string(&n.page_event()) {
+            Ok(data) => MadeEvent {
+                name: "status",
+                data,
+            },
+            Err(e) => MadeEvent {
+                name: "error",
+                data: e.to_string(),
+            },
+        };
+        events.made.fetch_add(1, Ordering::Relaxed);
+        events.sender().send_replace(Some(Arc::new(made)));
+        let mut stopping = n.stopping();
+        drop(n);
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(STREAM_INTERVAL_MS)) => {}
+            _ = stopping.wait_for(|s| *s) => {
+                if let Some(n) = node.upgrade() {
+                    *n.status_events.producing.lock().unwrap_or_else(|p| p.into_inner()) = false;
+                }
+                return;
+            }
+        }
+    }
+}
+
 /// `GET /v1/status/stream`: a `status` event now and every second after, until the node
-/// stops (the page then shows its banner and reconnects).
+/// stops (the page then shows its banner and reconnects). Every stream sends the same
+/// events (`StatusEvents`); one that cannot keep up skips to the latest.
 pub async fn stream(
     State(node): State<Arc<Node>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stopping = node.stopping();
-    let events = futures_util::stream::unfold((node, true), move |(node, first)| {
-        let mut stopping = stopping.clone();
-        async move {
-            if !first {
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_millis(STREAM_INTERVAL_MS)) => {}
-                    _ = stopping.wait_for(|s| *s) => return None,
-                }
+    let latest = node.status_events.watch(&node);
+    drop(node);
+    let events = futures_util::stream::unfold(
+        (latest, stopping),
+        |(mut latest, mut stopping)| async move {
+            tokio::select! {
+                changed = latest.changed() => changed.ok()?,
+                _ = stopping.wait_for(|s| *s) => return None,
             }
             if *stopping.borrow() {
                 return None;
             }
-            let event = Event::default()
-                .event("status")
-                .json_data(node.page_event())
-                .unwrap_or_else(|e| Event::default().event("error").data(e.to_string()));
-            Some((Ok(event), (node, false)))
-        }
-    });
+            let made = latest.borrow_and_update().clone()?;
+            let event = Event::default().event(made.name).data(&made.data);
+            Some((Ok(event), (latest, stopping)))
+        },
+    );
     Sse::new(events).keep_alive(KeepAlive::default())
 }
 
