@@ -282,7 +282,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 "jetstream-raw-batch" => rt.block_on(raw_publishes(&cluster, args, true))?,
                 "spindle-file" => {
                     let data = base.join(format!("file-{round}"));
-                    let server = ServeChild::start(&exe, &file_serve_args(args, &data))?;
+                    let conf = base.join(format!("file-{round}.toml"));
+                    std::fs::write(&conf, CLIENTS_CONF)
+                        .with_context(|| format!("writing {}", conf.display()))?;
+                    let server = ServeChild::start(&exe, &file_serve_args(args, &data, &conf))?;
                     let client = append_client(args, &server.http_addr, None);
                     let meter = Meter {
                         servers: vec![server.pid()],
@@ -650,8 +653,14 @@ fn histogram() -> hdrhistogram::Histogram<u64> {
     hdrhistogram::Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds")
 }
 
-fn file_serve_args(args: &Args, data: &Path) -> Vec<String> {
+/// The file node's config: every client of the bench connects from one address, and
+/// `--clients` may pass the default share of one source (`connections_per_source_max`).
+const CLIENTS_CONF: &str = "connections_per_source_max = 1000000\n";
+
+fn file_serve_args(args: &Args, data: &Path, conf: &Path) -> Vec<String> {
     vec![
+        "--config".into(),
+        conf.to_string_lossy().into_owned(),
         "--data-dir".into(),
         data.to_string_lossy().into_owned(),
         "--disk-partitions".into(),

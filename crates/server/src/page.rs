@@ -132,8 +132,11 @@ pub struct MadeEvent {
 #[derive(Debug, Default)]
 pub struct StatusEvents {
     latest: OnceLock<watch::Sender<Option<Arc<MadeEvent>>>>,
-    /// Whether the task runs; changed only under this lock, with the watchers counted.
-    producing: Mutex<bool>,
+    /// The running task's number, if one runs; changed only under this lock, with the
+    /// watchers counted.
+    producing: Mutex<Option<u64>>,
+    /// Tasks started.
+    started: AtomicU64,
     made: AtomicU64,
 }
 
@@ -147,14 +150,35 @@ impl StatusEvents {
     /// from before it stopped, may be old: it is not sent).
     pub fn watch(&self, node: &Arc<Node>) -> watch::Receiver<Option<Arc<MadeEvent>>> {
         let mut producing = self.producing.lock().unwrap_or_else(|p| p.into_inner());
+        if producing.is_none() {
+            self.start(&mut producing, node);
+            return self.sender().subscribe();
+        }
         let mut rx = self.sender().subscribe();
-        if !*producing {
-            *producing = true;
-            tokio::spawn(produce(Arc::downgrade(node)));
-        } else if rx.borrow().is_some() {
+        if rx.borrow().is_some() {
             rx.mark_changed();
         }
         rx
+    }
+
+    /// Start a task if none runs (for a stream that has waited too long: the task it
+    /// watched is gone).
+    pub fn ensure_running(&self, node: &Arc<Node>) {
+        let mut producing = self.producing.lock().unwrap_or_else(|p| p.into_inner());
+        if producing.is_none() {
+            self.start(&mut producing, node);
+        }
+    }
+
+    /// Start a task, under the lock.
+    fn start(&self, producing: &mut Option<u64>, node: &Arc<Node>) {
+        // The latest event is from before the last task stopped: nobody may be sent it (a
+        // stream that comes before the new task's first event would be). Streams skip
+        // the empty value.
+        self.sender().send_replace(None);
+        let task = self.started.fetch_add(1, Ordering::Relaxed);
+        *producing = Some(task);
+        tokio::spawn(produce(Arc::downgrade(node), task));
     }
 
     /// Events made since the node started.
@@ -164,29 +188,59 @@ impl StatusEvents {
 
     /// Whether the task that makes them runs now.
     pub fn producing(&self) -> bool {
-        *self.producing.lock().unwrap_or_else(|p| p.into_inner())
+        self.producing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// Task `task` has ended: the next stream starts a new one.
+    fn ended(&self, task: u64) {
+        let mut producing = self.producing.lock().unwrap_or_else(|p| p.into_inner());
+        if *producing == Some(task) {
+            *producing = None;
+        }
     }
 
     /// True (and the task is to end) if nobody watches; checked and cleared under the
     /// lock `watch` takes, so a stream that starts watching meanwhile starts a new task.
-    fn nobody_watches(&self) -> bool {
+    fn nobody_watches(&self, task: u64) -> bool {
         let mut producing = self.producing.lock().unwrap_or_else(|p| p.into_inner());
         if self.sender().receiver_count() == 0 {
-            *producing = false;
+            if *producing == Some(task) {
+                *producing = None;
+            }
             return true;
         }
         false
     }
 }
 
+/// Marks the task stopped however it ends (its loop returns, it panics, or its runtime
+/// drops it), so that the next stream starts a new one instead of waiting for ever on a
+/// task that is gone.
+struct Producing(std::sync::Weak<Node>, u64);
+
+impl Drop for Producing {
+    fn drop(&mut self) {
+        if let Some(n) = self.0.upgrade() {
+            n.status_events.ended(self.1);
+        }
+    }
+}
+
 /// Make an event a second while anyone watches and the node runs.
-async fn produce(node: std::sync::Weak<Node>) {
+async fn produce(node: std::sync::Weak<Node>, task: u64) {
+    let _producing = Producing(node.clone(), task);
     loop {
         let Some(n) = node.upgrade() else { return };
+        let mut stopping = n.stopping();
         let events = &n.status_events;
-        if events.nobody_watches() {
+        // A stopping node's streams end: no status of it is made for them.
+        if *stopping.borrow() || events.nobody_watches(task) {
             return;
         }
+        fail::fail_point!("page::event");
         let made = match serde_json::to_string(&n.page_event()) {
             Ok(data) => MadeEvent {
                 name: "status",
@@ -199,16 +253,10 @@ async fn produce(node: std::sync::Weak<Node>) {
         };
         events.made.fetch_add(1, Ordering::Relaxed);
         events.sender().send_replace(Some(Arc::new(made)));
-        let mut stopping = n.stopping();
         drop(n);
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(STREAM_INTERVAL_MS)) => {}
-            _ = stopping.wait_for(|s| *s) => {
-                if let Some(n) = node.upgrade() {
-                    *n.status_events.producing.lock().unwrap_or_else(|p| p.into_inner()) = false;
-                }
-                return;
-            }
+            _ = stopping.wait_for(|s| *s) => return,
         }
     }
 }
@@ -221,24 +269,38 @@ pub async fn stream(
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stopping = node.stopping();
     let latest = node.status_events.watch(&node);
+    let state = (latest, stopping, Arc::downgrade(&node));
     drop(node);
-    let events = futures_util::stream::unfold(
-        (latest, stopping),
-        |(mut latest, mut stopping)| async move {
-            tokio::select! {
-                changed = latest.changed() => changed.ok()?,
-                _ = stopping.wait_for(|s| *s) => return None,
+    let events = futures_util::stream::unfold(state, |(mut latest, mut stopping, node)| {
+        async move {
+            loop {
+                tokio::select! {
+                    changed = latest.changed() => changed.ok()?,
+                    _ = stopping.wait_for(|s| *s) => return None,
+                    () = tokio::time::sleep(Duration::from_millis(STALLED_EVENTS * STREAM_INTERVAL_MS)) => {
+                        // No event for that long: the task that makes them is gone (it
+                        // panicked, say). Start another.
+                        let n = node.upgrade()?;
+                        n.status_events.ensure_running(&n);
+                        continue;
+                    }
+                }
+                if *stopping.borrow() {
+                    return None;
+                }
+                let Some(made) = latest.borrow_and_update().clone() else {
+                    continue;
+                };
+                let event = Event::default().event(made.name).data(&made.data);
+                return Some((Ok(event), (latest, stopping, node)));
             }
-            if *stopping.borrow() {
-                return None;
-            }
-            let made = latest.borrow_and_update().clone()?;
-            let event = Event::default().event(made.name).data(&made.data);
-            Some((Ok(event), (latest, stopping)))
-        },
-    );
+        }
+    });
     Sse::new(events).keep_alive(KeepAlive::default())
 }
+
+/// Intervals a stream waits for an event before it starts a task to make them.
+const STALLED_EVENTS: u64 = 3;
 
 #[cfg(test)]
 mod tests {

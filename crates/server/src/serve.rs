@@ -74,7 +74,8 @@ pub async fn serve(
     let mut seating = Seating::new("gRPC", connections_max, per_source_max, node.clone());
     let incoming = TcpListenerStream::new(grpc).filter_map(move |conn| match conn {
         Ok(io) => {
-            let seats = seating.seat(io.peer_addr().ok())?;
+            // A connection whose peer is unknown is already gone.
+            let seats = seating.seat(io.peer_addr().ok()?)?;
             Some(Ok(Killable::new(io, kill_rx.clone(), seats, head_max)))
         }
         Err(e) => Some(Err(e)),
@@ -216,7 +217,7 @@ struct Seating {
 #[derive(Debug)]
 struct Seats {
     _all: tokio::sync::OwnedSemaphorePermit,
-    _source: Option<crate::source_seats::SourceSeat>,
+    _source: crate::source_seats::SourceSeat,
 }
 
 impl Seating {
@@ -232,22 +233,16 @@ impl Seating {
         }
     }
 
-    /// Seats for a connection from `peer` (unknown: only the listener's seat), or `None`
-    /// (the connection is to be closed) if either is full.
-    fn seat(&mut self, peer: Option<SocketAddr>) -> Option<Seats> {
+    /// Seats for a connection from `peer`, or `None` (the connection is to be closed) if
+    /// either is full.
+    fn seat(&mut self, peer: SocketAddr) -> Option<Seats> {
         let Ok(all) = self.all.clone().try_acquire_owned() else {
             self.refuse(Refusal::Full);
             return None;
         };
-        let source = match peer {
-            Some(peer) => match self.per_source.try_take(peer.ip()) {
-                Some(seat) => Some(seat),
-                None => {
-                    self.refuse(Refusal::Source(crate::source_seats::Source::of(peer.ip())));
-                    return None;
-                }
-            },
-            None => None,
+        let Some(source) = self.per_source.try_take(peer.ip()) else {
+            self.refuse(Refusal::Source(crate::source_seats::Source::of(peer.ip())));
+            return None;
         };
         Some(Seats {
             _all: all,
@@ -314,7 +309,7 @@ async fn serve_http(
             },
             () = &mut stop => break,
         };
-        let Some(seats) = seating.seat(Some(peer)) else {
+        let Some(seats) = seating.seat(peer) else {
             drop(io);
             continue;
         };

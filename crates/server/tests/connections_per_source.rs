@@ -114,6 +114,14 @@ fn a_source_holds_at_most_its_share_and_others_still_connect() {
             }
         }
         assert!(back, "{name}: the first source never got its seat back");
+        if name == "HTTP" {
+            // Kept, and served.
+            let line = status_line(held.last_mut().unwrap());
+            assert!(
+                line.starts_with("HTTP/1.1 200"),
+                "{name}: the first source's new connection was answered {line:?}"
+            );
+        }
     }
     let client = server.http(None);
     let metrics = server.rt.block_on(async {

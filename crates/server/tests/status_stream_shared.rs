@@ -93,9 +93,19 @@ fn watchers_share_one_status_a_second() {
     drop(streams);
     wait_until("the task to stop", || !events.producing());
     let stopped_at = events.made();
-    // A new watcher starts it again, and gets a new event at once (not the old latest).
+    let last_seen = seen.iter().flatten().copied().fold(0.0, f64::max);
+    // A new watcher starts it again, and gets a new event at once: not the latest from
+    // before the pause, for it nor for a second watcher that comes right after it.
     let mut again = open_stream(server.bound.http);
-    next_event(&mut again);
+    let mut second = open_stream(server.bound.http);
+    for (name, s) in [("first", &mut again), ("second", &mut second)] {
+        let uptime = next_event(s);
+        assert!(
+            uptime > last_seen,
+            "the {name} watcher after the pause got an event of uptime {uptime} s, from \
+             before it (the last seen was {last_seen} s)"
+        );
+    }
     assert!(events.producing());
     assert!(events.made() > stopped_at);
 }

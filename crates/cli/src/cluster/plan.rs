@@ -522,7 +522,9 @@ fn spindle_conf(shape: &Shape, name: &str, servers: &[String], monitors: &[Strin
             .join(", ")
     };
     format!(
-        "truncate = {}\ntruncate_replicas_min = {}\n\n[jetstream]\nservers = [{}]\nmonitor_urls = [{}]\n\
+        "# Every client reaches a cluster on one machine from the host's one address.\n\
+         connections_per_source_max = 1000000\n\
+         truncate = {}\ntruncate_replicas_min = {}\n\n[jetstream]\nservers = [{}]\nmonitor_urls = [{}]\n\
          stream = {:?}\nreplicas = {}\nnode_name = {name:?}\n",
         shape.truncate,
         truncate_replicas_min(shape),
