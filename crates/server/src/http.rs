@@ -342,10 +342,21 @@ pub fn router(node: Arc<Node>) -> Router {
         api = api.route(&r.path, r.handler);
     }
     api.method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(node.clone(), hold_answer))
-        .layer(middleware::from_fn(request_limits))
-        .layer(middleware::from_fn_with_state(node.clone(), count_refusals))
+        .layer(middleware::from_fn_with_state(node.clone(), front))
         .with_state(node)
+}
+
+/// What every request goes through, in one layer (each layer costs every request a clone
+/// of the router below it and a boxed future): the bounds of its head
+/// (`http_input::request_limits`), then the answer's hold on `answers_bytes_max`
+/// (`hold_answer`), then the refusal count and the connection's close (`count_refusals`).
+async fn front(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
+    let http1 = req.version() < axum::http::Version::HTTP_2;
+    let response = match request_limits(&req) {
+        Err(refused) => refused.into_response(),
+        Ok(()) => hold_answer(&node, next.run(req).await),
+    };
+    count_refusals(&node, http1, response)
 }
 
 /// Answers at least this large (and successful) hold a share of `answers_bytes_max` while
@@ -357,8 +368,7 @@ pub const HELD_ANSWER_BYTES_MIN: u64 = 64 << 10;
 /// stall clock) cannot pin more than that budget of the node's memory with many large
 /// answers at once. An answer that finds no room is dropped and answered `503 busy` at once
 /// (waiting would hold its memory meanwhile).
-async fn hold_answer(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
-    let response = next.run(req).await;
+fn hold_answer(node: &Node, response: Response) -> Response {
     let Some(bytes) = http_body::Body::size_hint(response.body()).exact() else {
         // A stream (`/v1/status/stream`): sent as it is made, piece by piece.
         return response;
@@ -404,9 +414,7 @@ struct BodyUnread;
 /// HTTP/1 connection after a body that was too large or too slow, or refused as `busy`,
 /// whose rest is never read (over HTTP/2 only that request's stream ends: the connection's
 /// other streams go on).
-async fn count_refusals(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
-    let http1 = req.version() < axum::http::Version::HTTP_2;
-    let mut response = next.run(req).await;
+fn count_refusals(node: &Node, http1: bool, mut response: Response) -> Response {
     if http1
         && (matches!(
             response.status(),

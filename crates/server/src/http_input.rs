@@ -32,15 +32,14 @@ pub const HEADER_BYTES_MAX: usize = 64 << 10;
 /// Refuse a request line or headers over their bounds with a JSON error. (Requests beyond
 /// the HTTP layer's own parse limits, about 400 KiB of head or 100 headers, are refused by it
 /// with an empty `414`/`431` and the connection closed.)
-pub async fn request_limits(req: Request, next: Next) -> Response {
+pub fn request_limits(req: &Request) -> Result<(), ApiError> {
     let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if target > URI_BYTES_MAX {
-        return ApiError::new(
+        return Err(ApiError::new(
             StatusCode::URI_TOO_LONG,
             "uri_too_long",
             format!("the request target is {target} bytes; the limit is {URI_BYTES_MAX}"),
-        )
-        .into_response();
+        ));
     }
     let headers: usize = req
         .headers()
@@ -48,14 +47,13 @@ pub async fn request_limits(req: Request, next: Next) -> Response {
         .map(|(name, value)| name.as_str().len() + value.len())
         .sum();
     if headers > HEADER_BYTES_MAX {
-        return ApiError::new(
+        return Err(ApiError::new(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             "headers_too_large",
             format!("the request headers are {headers} bytes; the limit is {HEADER_BYTES_MAX}"),
-        )
-        .into_response();
+        ));
     }
-    next.run(req).await
+    Ok(())
 }
 
 /// Refuse a request that carries query parameters, for an endpoint that takes none (an
