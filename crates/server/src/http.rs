@@ -10,7 +10,7 @@
 //! `/openapi.json` (`crate::openapi`) are both built from that table, and each handler's
 //! `#[utoipa::path]` describes its parameters, bodies and answers from the types it uses.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -325,6 +325,8 @@ pub(crate) struct Schemas;
 /// The HTTP router over `node`: every route of `routes()`, nothing else.
 pub fn router(node: Arc<Node>) -> Router {
     let (public, private): (Vec<_>, Vec<_>) = routes().into_iter().partition(|r| r.public);
+    let public_paths: Arc<HashSet<String>> =
+        Arc::new(public.iter().map(|r| r.path.clone()).collect());
     let mut api = Router::new();
     for r in private {
         api = api.route(&r.path, r.handler);
@@ -335,26 +337,36 @@ pub fn router(node: Arc<Node>) -> Router {
         .layer(DefaultBodyLimit::disable())
         .fallback(|| async {
             ApiError::not_found("not_found", "no such endpoint; see docs/api.md")
-        })
-        .layer(middleware::from_fn_with_state(node.clone(), authorize));
-    // Added after the token check, so that check does not apply to them.
+        });
+    // Served without the token check (`front` knows their paths).
     for r in public {
         api = api.route(&r.path, r.handler);
     }
     api.method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(node.clone(), front))
+        .layer(middleware::from_fn_with_state(
+            (node.clone(), public_paths),
+            front,
+        ))
         .with_state(node)
 }
 
 /// What every request goes through, in one layer (each layer costs every request a clone
 /// of the router below it and a boxed future): the bounds of its head
-/// (`http_input::request_limits`), then the answer's hold on `answers_bytes_max`
-/// (`hold_answer`), then the refusal count and the connection's close (`count_refusals`).
-async fn front(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
+/// (`http_input::request_limits`), the token check on every path but the public routes'
+/// (`authorize`), then the answer's hold on `answers_bytes_max` (`hold_answer`), then the
+/// refusal count and the connection's close (`count_refusals`).
+async fn front(
+    State((node, public_paths)): State<(Arc<Node>, Arc<HashSet<String>>)>,
+    req: Request,
+    next: Next,
+) -> Response {
     let http1 = req.version() < axum::http::Version::HTTP_2;
     let response = match request_limits(&req) {
         Err(refused) => refused.into_response(),
-        Ok(()) => hold_answer(&node, next.run(req).await),
+        Ok(()) => match authorize(&node, &public_paths, &req) {
+            Err(refused) => refused.into_response(),
+            Ok(()) => hold_answer(&node, next.run(req).await),
+        },
     };
     count_refusals(&node, http1, response)
 }
@@ -440,20 +452,22 @@ fn count_refusals(node: &Node, http1: bool, mut response: Response) -> Response 
     response
 }
 
-/// With a configured token, every request must carry `Authorization: Bearer <token>`.
-async fn authorize(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
-    if let Some(token) = &node.config.token {
-        if !bearer_matches(req.headers(), token) {
-            Counters::bump(&node.metrics.unauthorized, 1);
-            return ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "missing or wrong bearer token (send `Authorization: Bearer <token>`)",
-            )
-            .into_response();
-        }
+/// With a configured token, every request must carry `Authorization: Bearer <token>`,
+/// but those for the public routes' paths (exactly those: an unknown path needs the token
+/// before it is told it does not exist).
+fn authorize(node: &Node, public_paths: &HashSet<String>, req: &Request) -> ApiResult<()> {
+    let Some(token) = &node.config.token else {
+        return Ok(());
+    };
+    if bearer_matches(req.headers(), token) || public_paths.contains(req.uri().path()) {
+        return Ok(());
     }
-    next.run(req).await
+    Counters::bump(&node.metrics.unauthorized, 1);
+    Err(ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "missing or wrong bearer token (send `Authorization: Bearer <token>`)",
+    ))
 }
 
 /// Constant-time comparison of the presented bearer token with `token`.

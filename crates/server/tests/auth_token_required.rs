@@ -1,5 +1,6 @@
 //! With a bearer token configured, every HTTP and gRPC request without it (or with a wrong
-//! one) is refused with 401 / UNAUTHENTICATED; with it, requests go through.
+//! one) is refused with 401 / UNAUTHENTICATED (also for a path that does not exist), but
+//! the public routes' (the page, the API description); with it, requests go through.
 
 mod common;
 
@@ -21,10 +22,18 @@ fn requests_without_the_token_are_refused() {
                 (Method::GET, "/metrics"),
                 (Method::GET, "/v1/item?node=a"),
                 (Method::POST, "/v1/txn"),
+                // An unknown path is not told apart from a known one without the token.
+                (Method::GET, "/v1/no-such-endpoint"),
+                (Method::GET, "/openapi.json/"),
             ] {
                 let (status, answer) = client.json(method, path, None).await.unwrap();
                 assert_eq!(status, StatusCode::UNAUTHORIZED, "{path} with {token:?}");
                 assert_eq!(answer["error"], "unauthorized");
+            }
+            // The public routes need no token: the description, and the page.
+            for path in ["/openapi.json", "/"] {
+                let (status, _) = client.request(Method::GET, path, None).await.unwrap();
+                assert_eq!(status, StatusCode::OK, "{path} with {token:?}");
             }
             let mut g = grpc_connect(&grpc, token).await.unwrap();
             let err = iterate(
