@@ -327,6 +327,23 @@ pub fn router(node: Arc<Node>) -> Router {
     let (public, private): (Vec<_>, Vec<_>) = routes().into_iter().partition(|r| r.public);
     let public_paths: Arc<HashSet<String>> =
         Arc::new(public.iter().map(|r| r.path.clone()).collect());
+    // `front` lets a request through without the token by its path alone: that is the
+    // route's only if a public path is a fixed string and no private route shares it
+    // (else every method on it would be public).
+    for r in &public {
+        assert!(
+            !r.path.contains(['{', '*']),
+            "public route {} has a parameter",
+            r.path
+        );
+    }
+    for r in &private {
+        assert!(
+            !public_paths.contains(&r.path),
+            "private route {} shares a public path",
+            r.path
+        );
+    }
     let mut api = Router::new();
     for r in private {
         api = api.route(&r.path, r.handler);
@@ -454,7 +471,8 @@ fn count_refusals(node: &Node, http1: bool, mut response: Response) -> Response 
 
 /// With a configured token, every request must carry `Authorization: Bearer <token>`,
 /// but those for the public routes' paths (exactly those: an unknown path needs the token
-/// before it is told it does not exist).
+/// before it is told it does not exist). By path, which is by route because `router`
+/// makes sure public paths are fixed strings no private route shares.
 fn authorize(node: &Node, public_paths: &HashSet<String>, req: &Request) -> ApiResult<()> {
     let Some(token) = &node.config.token else {
         return Ok(());

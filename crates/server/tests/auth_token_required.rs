@@ -25,6 +25,9 @@ fn requests_without_the_token_are_refused() {
                 // An unknown path is not told apart from a known one without the token.
                 (Method::GET, "/v1/no-such-endpoint"),
                 (Method::GET, "/openapi.json/"),
+                (Method::GET, "/openapi%2Ejson"),
+                // A private path with a method it does not take: the token first.
+                (Method::DELETE, "/v1/status"),
             ] {
                 let (status, answer) = client.json(method, path, None).await.unwrap();
                 assert_eq!(status, StatusCode::UNAUTHORIZED, "{path} with {token:?}");
@@ -35,6 +38,13 @@ fn requests_without_the_token_are_refused() {
                 let (status, _) = client.request(Method::GET, path, None).await.unwrap();
                 assert_eq!(status, StatusCode::OK, "{path} with {token:?}");
             }
+            // A public path with a method it does not take: refused as such, not for the
+            // token.
+            let (status, _) = client
+                .request(Method::POST, "/openapi.json", None)
+                .await
+                .unwrap();
+            assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "with {token:?}");
             let mut g = grpc_connect(&grpc, token).await.unwrap();
             let err = iterate(
                 &mut g,
@@ -62,13 +72,14 @@ fn requests_without_the_token_are_refused() {
         .unwrap();
         while stream.message().await.unwrap().is_some() {}
     });
-    assert!(
+    assert_eq!(
         server
             .node
             .metrics
             .unauthorized
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 10
+            .load(std::sync::atomic::Ordering::Relaxed),
+        // Per wrong token: 8 HTTP requests and one gRPC iteration.
+        18
     );
     server.stop();
 }

@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -16,14 +14,7 @@ fn a_stream_outlives_the_task_that_made_its_events() {
     // The first event the first task would make panics instead.
     fail::cfg("page::event", "1*panic").unwrap();
     let server = common::TestServer::start(|_| {});
-    let mut conn = TcpStream::connect(server.bound.http).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    conn.write_all(b"GET /v1/status/stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut lines = BufReader::new(conn).lines();
-    let first = lines.next().unwrap().unwrap();
-    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let mut lines = common::open_status_stream(server.bound.http);
     // Keep-alive comments come every 15 s: bound the wait for an event itself.
     let deadline = Instant::now() + Duration::from_secs(30);
     let data = loop {

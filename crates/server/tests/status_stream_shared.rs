@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufReader;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -12,19 +12,6 @@ use std::time::{Duration, Instant};
 const WATCHERS: usize = 24;
 /// Events each watcher reads.
 const EVENTS: usize = 3;
-
-/// Open a status stream on a connection of its own; the reader is past the answer's head.
-fn open_stream(addr: std::net::SocketAddr) -> std::io::Lines<BufReader<TcpStream>> {
-    let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    conn.write_all(b"GET /v1/status/stream HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut lines = BufReader::new(conn).lines();
-    let first = lines.next().unwrap().unwrap();
-    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
-    lines
-}
 
 /// The `uptime_s` of the next `status` event on `lines`.
 fn next_event(lines: &mut std::io::Lines<BufReader<TcpStream>>) -> f64 {
@@ -57,7 +44,7 @@ fn watchers_share_one_status_a_second() {
     let events = &server.node.status_events;
     assert_eq!(events.made(), 0);
     let mut streams: Vec<_> = (0..WATCHERS)
-        .map(|_| open_stream(server.bound.http))
+        .map(|_| common::open_status_stream(server.bound.http))
         .collect();
     // Every watcher gets an event at once, then one a second; they are the same events.
     let mut seen: Vec<Vec<f64>> = vec![Vec::new(); WATCHERS];
@@ -96,8 +83,8 @@ fn watchers_share_one_status_a_second() {
     let last_seen = seen.iter().flatten().copied().fold(0.0, f64::max);
     // A new watcher starts it again, and gets a new event at once: not the latest from
     // before the pause, for it nor for a second watcher that comes right after it.
-    let mut again = open_stream(server.bound.http);
-    let mut second = open_stream(server.bound.http);
+    let mut again = common::open_status_stream(server.bound.http);
+    let mut second = common::open_status_stream(server.bound.http);
     for (name, s) in [("first", &mut again), ("second", &mut second)] {
         let uptime = next_event(s);
         assert!(

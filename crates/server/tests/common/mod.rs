@@ -122,3 +122,20 @@ pub async fn post_txn(client: &HttpClient, txn: &serde_json::Value) -> u64 {
     assert_eq!(status, hyper::StatusCode::OK, "{answer}");
     answer["index"].as_u64().unwrap()
 }
+
+/// Open `GET /v1/status/stream` on a connection of its own (reads time out after 60 s);
+/// the reader is past the answer's status line, which must be 200.
+pub fn open_status_stream(
+    addr: std::net::SocketAddr,
+) -> std::io::Lines<std::io::BufReader<std::net::TcpStream>> {
+    use std::io::{BufRead, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    conn.write_all(b"GET /v1/status/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut lines = std::io::BufReader::new(conn).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    lines
+}
