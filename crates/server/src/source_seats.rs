@@ -93,12 +93,6 @@ impl SourceSeats {
     }
 }
 
-impl SourceSeat {
-    pub fn source(&self) -> Source {
-        self.source
-    }
-}
-
 impl Drop for SourceSeat {
     fn drop(&mut self) {
         let mut held = self.seats.held.lock().unwrap_or_else(|p| p.into_inner());
