@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _};
+use bytes::Bytes;
 use futures::stream::{FuturesUnordered, StreamExt as _};
 use hyper::Method;
 use serde::Serialize;
@@ -51,6 +52,7 @@ use spindle_core::{Index, ItemKey, Partition, Value};
 use spindle_server::client::HttpClient;
 use spindle_view::{BootProgress, MemoryView};
 
+use crate::bench_http::AppendTarget;
 use crate::cluster::state::{self, Network};
 
 const EVENT_JSON: &str = r#"{"Type":"ItemCreated","ItemId":"1324"}"#;
@@ -264,9 +266,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             );
             let row = match system {
                 "spindle-jetstream" => {
-                    let client = append_client(args, &cluster.api, Some(cluster.token.clone()));
+                    let target = AppendTarget::new(&cluster.api, Some(&cluster.token), args.http)?;
                     let mut row =
-                        rt.block_on(http_appends(system, &client, args, &cluster_meter))?;
+                        rt.block_on(http_appends(system, &target, args, &cluster_meter))?;
+                    let client = HttpClient::new(&cluster.api, Some(cluster.token.clone()));
                     // The Disk View servers finish applying before the next system runs;
                     // the CPU they spend on it counts here, not there.
                     let catch_up = cluster_meter.start()?;
@@ -286,12 +289,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     std::fs::write(&conf, CLIENTS_CONF)
                         .with_context(|| format!("writing {}", conf.display()))?;
                     let server = ServeChild::start(&exe, &file_serve_args(args, &data, &conf))?;
-                    let client = append_client(args, &server.http_addr, None);
+                    let target = AppendTarget::new(&server.http_addr, None, args.http)?;
                     let meter = Meter {
                         servers: vec![server.pid()],
                         nats: Vec::new(),
                     };
-                    let mut row = rt.block_on(http_appends(system, &client, args, &meter))?;
+                    let mut row = rt.block_on(http_appends(system, &target, args, &meter))?;
                     row.nats_cpu_s = None;
                     server.stop()?;
                     std::fs::remove_dir_all(&data)?;
@@ -673,50 +676,43 @@ fn file_serve_args(args: &Args, data: &Path, conf: &Path) -> Vec<String> {
 }
 
 /// The appending clients' HTTP client, of the version `--http` names.
-fn append_client(args: &Args, server: &str, token: Option<String>) -> HttpClient {
-    if args.http == 2 {
-        HttpClient::new_http2(server, token)
-    } else {
-        HttpClient::new(server, token)
-    }
-}
-
 /// `args.events` events, each `POST /v1/txn` alone, `args.clients` requests in flight.
 async fn http_appends(
     system: &str,
-    client: &HttpClient,
+    target: &AppendTarget,
     args: &Args,
     meter: &Meter,
 ) -> anyhow::Result<Row> {
-    let bodies: Vec<Vec<u8>> = (0..NODES)
+    let bodies: Vec<Bytes> = (0..NODES)
         .map(|j| {
             format!(
                 r#"{{"writes":[{{"item":{{"kind":"node","id":"{}"}},"value":{EVENT_JSON}}}]}}"#,
                 key_of(j)
             )
-            .into_bytes()
+            .into()
         })
         .collect();
     let next = AtomicU64::new(0);
     let cpu = meter.start()?;
     let start = Instant::now();
-    let workers = (0..args.clients).map(|_| async {
-        let mut h = histogram();
-        loop {
-            let j = next.fetch_add(1, Ordering::Relaxed);
-            if j >= args.events {
-                return anyhow::Ok(h);
+    let (next, bodies) = (&next, &bodies);
+    let workers = (0..args.clients).map(|_| {
+        target.client(|mut sender| async move {
+            let mut h = histogram();
+            loop {
+                let j = next.fetch_add(1, Ordering::Relaxed);
+                if j >= args.events {
+                    return anyhow::Ok(h);
+                }
+                let t = Instant::now();
+                let body = bodies[(j % NODES) as usize].clone();
+                sender
+                    .post("/v1/txn", body)
+                    .await
+                    .with_context(|| format!("{system}: appending"))?;
+                h.record((t.elapsed().as_micros() as u64).max(1))?;
             }
-            let t = Instant::now();
-            let body = bodies[(j % NODES) as usize].clone();
-            let (code, answer) = client.request(Method::POST, "/v1/txn", Some(body)).await?;
-            ensure!(
-                code.is_success(),
-                "{system}: /v1/txn answered {code}: {}",
-                String::from_utf8_lossy(&answer)
-            );
-            h.record((t.elapsed().as_micros() as u64).max(1))?;
-        }
+        })
     });
     let mut h = histogram();
     for worker in futures::future::join_all(workers).await {

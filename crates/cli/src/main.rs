@@ -4,6 +4,7 @@
 
 #[cfg(feature = "jetstream")]
 mod bench_cluster;
+mod bench_http;
 mod cluster;
 mod import;
 mod inspect;
