@@ -1,0 +1,110 @@
+//! Experiment: how much of an atomic batch's ack time is the servers taking its messages
+//! in, and how much is the commit (consensus, sync)? Run by hand.
+//!
+//! `cargo test --release --all-features -p spindle-log --test jetstream_staged_commit -- --ignored --nocapture`
+
+#![cfg(feature = "jetstream")]
+
+mod nats_cluster;
+
+use std::time::{Duration, Instant};
+
+use async_nats::HeaderMap;
+use bytes::Bytes;
+
+const PREFIX: &str = "spn.STAGE.r";
+
+async fn send(
+    client: &async_nats::Client,
+    id: &str,
+    n: usize,
+    expected: u64,
+    pause: Option<Duration>,
+) -> (Duration, Duration) {
+    let payload = Bytes::from(vec![b'x'; 48]);
+    let start = Instant::now();
+    let mut commit_at = start;
+    for i in 0..n {
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Batch-Id", id);
+        headers.insert("Nats-Batch-Sequence", (i + 1).to_string().as_str());
+        if i == 0 {
+            headers.insert("Nats-Expected-Last-Sequence", expected.to_string().as_str());
+            headers.insert("Nats-Msg-Id", id);
+        }
+        let subject = format!("{PREFIX}.{:02x}", i % 256);
+        if i + 1 < n {
+            client
+                .publish_with_headers(subject, headers, payload.clone())
+                .await
+                .unwrap();
+            continue;
+        }
+        if let Some(p) = pause {
+            client.flush().await.unwrap();
+            tokio::time::sleep(p).await;
+        }
+        commit_at = Instant::now();
+        headers.insert("Nats-Batch-Commit", "1");
+        let reply = client
+            .request_with_headers(subject, headers, payload.clone())
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&reply.payload);
+        assert!(!text.contains("error"), "{text}");
+    }
+    (start.elapsed(), commit_at.elapsed())
+}
+
+fn p50(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+#[test]
+#[ignore = "an experiment on the server's behaviour, run by hand"]
+fn commit_after_staged_messages() {
+    let cluster = nats_cluster::Cluster::start(3);
+    let config = cluster.config("STAGE");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = async_nats::connect(config.servers[0].clone())
+            .await
+            .unwrap();
+        let js = async_nats::jetstream::new(client.clone());
+        js.create_stream(spindle_log::jetstream::check::stream_config(
+            "STAGE",
+            &format!("{PREFIX}.*"),
+            3,
+        ))
+        .await
+        .unwrap();
+        let mut last = 0u64;
+        let n = 64;
+        for rep in 0..3 {
+            let (mut whole, mut staged, mut staged_total) = (Vec::new(), Vec::new(), Vec::new());
+            for r in 0..200 {
+                let (t, _) = send(&client, &format!("w{rep}-{r}"), n, last, None).await;
+                whole.push(t);
+                last += n as u64;
+                let (t, c) = send(
+                    &client,
+                    &format!("s{rep}-{r}"),
+                    n,
+                    last,
+                    Some(Duration::from_millis(3)),
+                )
+                .await;
+                staged.push(c);
+                staged_total.push(t);
+                last += n as u64;
+            }
+            eprintln!(
+                "{n} messages: all at once, first publish to ack p50 {:?}; staged then committed after 3 ms, commit to ack p50 {:?} (whole {:?})",
+                p50(whole),
+                p50(staged),
+                p50(staged_total)
+            );
+        }
+    });
+}
