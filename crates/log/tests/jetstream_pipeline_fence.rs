@@ -81,20 +81,10 @@ fn subjects(names: &[&str]) -> Vec<String> {
 #[ignore = "an experiment on the server's behaviour, run by hand (docs/cluster.md)"]
 fn two_batches_in_flight_with_and_without_a_private_subject_fence() {
     let cluster = nats_cluster::Cluster::start(3);
-    let config = cluster.config("PIPE");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let client = async_nats::connect(config.servers[0].clone())
-            .await
-            .unwrap();
-        let js = async_nats::jetstream::new(client.clone());
-        js.create_stream(spindle_log::jetstream::check::stream_config(
-            "PIPE",
-            &format!("{PREFIX}.*"),
-            3,
-        ))
-        .await
-        .unwrap();
+        let client =
+            nats_cluster::experiment_stream(&cluster, "PIPE", &format!("{PREFIX}.*"), 3).await;
         let mine = format!("{PREFIX}.fA");
         let k = subjects(&["01", "02", "fA"]);
         let k1 = subjects(&["03", "fA"]);

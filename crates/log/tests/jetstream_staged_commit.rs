@@ -65,20 +65,10 @@ fn p50(mut v: Vec<Duration>) -> Duration {
 #[ignore = "an experiment on the server's behaviour, run by hand"]
 fn commit_after_staged_messages() {
     let cluster = nats_cluster::Cluster::start(3);
-    let config = cluster.config("STAGE");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let client = async_nats::connect(config.servers[0].clone())
-            .await
-            .unwrap();
-        let js = async_nats::jetstream::new(client.clone());
-        js.create_stream(spindle_log::jetstream::check::stream_config(
-            "STAGE",
-            &format!("{PREFIX}.*"),
-            3,
-        ))
-        .await
-        .unwrap();
+        let client =
+            nats_cluster::experiment_stream(&cluster, "STAGE", &format!("{PREFIX}.*"), 3).await;
         let mut last = 0u64;
         let n = 64;
         for rep in 0..3 {

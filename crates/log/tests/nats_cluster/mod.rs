@@ -310,3 +310,24 @@ fn scratch() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir)
 }
+
+/// A client of the cluster's first server and a stream made with the log's own stream
+/// settings (`replicas` replicas, subjects `subjects`), for experiments that publish to
+/// JetStream directly.
+pub async fn experiment_stream(
+    cluster: &Cluster,
+    name: &str,
+    subjects: &str,
+    replicas: usize,
+) -> async_nats::Client {
+    let client = async_nats::connect(cluster.servers()[0].clone())
+        .await
+        .unwrap();
+    async_nats::jetstream::new(client.clone())
+        .create_stream(spindle_log::jetstream::check::stream_config(
+            name, subjects, replicas,
+        ))
+        .await
+        .unwrap();
+    client
+}
