@@ -1,5 +1,6 @@
 //! Experiment: how much of an atomic batch's ack time is the servers taking its messages
-//! in, and how much is the commit (consensus, sync)? Run by hand.
+//! in, and how much is the commit (consensus, sync)? Run by hand; the results are in
+//! docs/benchmarks/cluster.md ("What the commit of a batch costs").
 //!
 //! `cargo test --release --all-features -p spindle-log --test jetstream_staged_commit -- --ignored --nocapture`
 
@@ -62,7 +63,7 @@ fn p50(mut v: Vec<Duration>) -> Duration {
 }
 
 #[test]
-#[ignore = "an experiment on the server's behaviour, run by hand"]
+#[ignore = "an experiment on the server's behaviour, run by hand (docs/benchmarks/cluster.md)"]
 fn commit_after_staged_messages() {
     let cluster = nats_cluster::Cluster::start(3);
     let rt = tokio::runtime::Runtime::new().unwrap();
