@@ -675,7 +675,6 @@ fn file_serve_args(args: &Args, data: &Path, conf: &Path) -> Vec<String> {
     ]
 }
 
-/// The appending clients' HTTP client, of the version `--http` names.
 /// `args.events` events, each `POST /v1/txn` alone, `args.clients` requests in flight.
 async fn http_appends(
     system: &str,

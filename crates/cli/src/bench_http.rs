@@ -2,10 +2,17 @@
 //! a time, over HTTP/1.1 on a keep-alive connection of its own (`--http 1`) or as a stream
 //! of one shared HTTP/2 connection (`--http 2`, through the pooled client).
 //!
-//! An HTTP/1.1 client drives its connection inside its own future and sends request bytes
+//! An HTTP/1.1 client drives its connection inside its own future and sends a request body
 //! made once, as a load generator does (wrk, h2load): the bench shares the machine's cores
 //! with what it measures, so its own CPU per request must be the protocol's, not a
-//! connection pool's (checkout, a task per connection, a URL parsed per request).
+//! connection pool's (checkout, a task per connection, a URL parsed per request). All the
+//! clients and their connections are polled by the one future the bench waits on, so on
+//! HTTP/1.1 they run on one thread (the bench's whole CPU, kernel included, was 28–35 µs per
+//! append in docs/benchmarks/cluster.md's runs: under half a core at 13,000 appends/s).
+//!
+//! A client whose connection closes fails the run, with the connection's error: the node
+//! closes a kept-alive connection only after an answer the bench counts as a failure
+//! anyway (a timeout, a head or body too large, or when it is stopping).
 
 use std::future::Future;
 
@@ -80,9 +87,14 @@ impl AppendTarget {
                     authorization: authorization.as_ref(),
                 };
                 // `work` owns the sender: when it ends, the connection sees it dropped and
-                // closes; if the connection fails first, the next request says so.
-                let (result, _) = tokio::join!(work(sender), conn);
-                result
+                // closes; if the connection fails first, the next request fails, and the
+                // connection's own error says why.
+                match tokio::join!(work(sender), conn) {
+                    (Err(e), Err(conn)) => {
+                        Err(e.context(format!("the HTTP/1.1 connection to {addr} failed: {conn}")))
+                    }
+                    (result, _) => result,
+                }
             }
         }
     }

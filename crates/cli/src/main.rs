@@ -4,6 +4,7 @@
 
 #[cfg(feature = "jetstream")]
 mod bench_cluster;
+#[cfg(feature = "jetstream")]
 mod bench_http;
 mod cluster;
 mod import;
