@@ -249,6 +249,14 @@ impl Cluster {
         self.wait_ready();
     }
 
+    /// The process ids of the servers running now.
+    pub fn pids(&self) -> Vec<u32> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.child.as_ref().map(Child::id))
+            .collect()
+    }
+
     pub fn servers(&self) -> Vec<String> {
         self.nodes
             .iter()
