@@ -10,7 +10,6 @@
 
 mod nats_cluster;
 
-use async_nats::HeaderMap;
 use bytes::Bytes;
 
 const N: usize = 64;
@@ -48,13 +47,8 @@ async fn batch(client: &async_nats::Client, spindle: bool, subjects: bool, no: u
         id.clone()
     };
     for i in 0..N {
-        let mut headers = HeaderMap::new();
-        headers.insert("Nats-Batch-Id", batch_id.as_str());
-        headers.insert("Nats-Batch-Sequence", (i + 1).to_string().as_str());
-        if spindle && i == 0 {
-            headers.insert("Nats-Expected-Last-Sequence", last.to_string().as_str());
-            headers.insert("Nats-Msg-Id", id.as_str());
-        }
+        let headers =
+            nats_cluster::batch_headers(&batch_id, i, N, spindle.then_some((last, id.as_str())));
         let subject = if subjects {
             format!("spn.SHAPE.r.{:02x}", (no as usize * 61 + i * 37) % 256)
         } else {
@@ -67,7 +61,6 @@ async fn batch(client: &async_nats::Client, spindle: bool, subjects: bool, no: u
                 .unwrap();
             continue;
         }
-        headers.insert("Nats-Batch-Commit", "1");
         let reply = client
             .request_with_headers(subject, headers, payload.clone())
             .await

@@ -19,7 +19,6 @@ mod nats_cluster;
 
 use std::time::Duration;
 
-use async_nats::HeaderMap;
 use bytes::Bytes;
 
 const PREFIX: &str = "spn.PIPE.r";
@@ -35,12 +34,8 @@ async fn publish_batch(
 ) -> tokio::task::JoinHandle<String> {
     let last = subjects.len() - 1;
     for (i, subject) in subjects.iter().enumerate() {
-        let mut headers = HeaderMap::new();
-        headers.insert("Nats-Batch-Id", id);
-        headers.insert("Nats-Batch-Sequence", (i + 1).to_string().as_str());
+        let mut headers = nats_cluster::batch_headers(id, i, subjects.len(), Some((expected, id)));
         if i == 0 {
-            headers.insert("Nats-Expected-Last-Sequence", expected.to_string().as_str());
-            headers.insert("Nats-Msg-Id", id);
             if let Some((subj, seq)) = fence {
                 headers.insert(
                     "Nats-Expected-Last-Subject-Sequence",
@@ -56,7 +51,6 @@ async fn publish_batch(
                 .unwrap();
             continue;
         }
-        headers.insert("Nats-Batch-Commit", "1");
         let client = client.clone();
         let subject = subject.clone();
         return tokio::spawn(async move {

@@ -10,7 +10,6 @@ mod nats_cluster;
 
 use std::time::{Duration, Instant};
 
-use async_nats::HeaderMap;
 use bytes::Bytes;
 
 const PREFIX: &str = "spn.STAGE.r";
@@ -26,13 +25,7 @@ async fn send(
     let start = Instant::now();
     let mut commit_at = start;
     for i in 0..n {
-        let mut headers = HeaderMap::new();
-        headers.insert("Nats-Batch-Id", id);
-        headers.insert("Nats-Batch-Sequence", (i + 1).to_string().as_str());
-        if i == 0 {
-            headers.insert("Nats-Expected-Last-Sequence", expected.to_string().as_str());
-            headers.insert("Nats-Msg-Id", id);
-        }
+        let headers = nats_cluster::batch_headers(id, i, n, Some((expected, id)));
         let subject = format!("{PREFIX}.{:02x}", i % 256);
         if i + 1 < n {
             client
@@ -46,7 +39,6 @@ async fn send(
             tokio::time::sleep(p).await;
         }
         commit_at = Instant::now();
-        headers.insert("Nats-Batch-Commit", "1");
         let reply = client
             .request_with_headers(subject, headers, payload.clone())
             .await

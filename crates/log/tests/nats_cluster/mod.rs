@@ -339,3 +339,25 @@ pub async fn experiment_stream(
         .unwrap();
     client
 }
+
+/// The headers of message `i` (from 0) of an atomic batch of `n` messages: the batch's id
+/// and the message's sequence, the commit on the last message and, on the first when
+/// `first` is given, the stream's expected last sequence and a message id.
+pub fn batch_headers(
+    batch_id: &str,
+    i: usize,
+    n: usize,
+    first: Option<(u64, &str)>,
+) -> async_nats::HeaderMap {
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Batch-Id", batch_id);
+    headers.insert("Nats-Batch-Sequence", (i + 1).to_string().as_str());
+    if let (0, Some((expected, msg_id))) = (i, first) {
+        headers.insert("Nats-Expected-Last-Sequence", expected.to_string().as_str());
+        headers.insert("Nats-Msg-Id", msg_id);
+    }
+    if i + 1 == n {
+        headers.insert("Nats-Batch-Commit", "1");
+    }
+    headers
+}
