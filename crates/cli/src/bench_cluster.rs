@@ -14,7 +14,10 @@
 //! - `jetstream-raw`: the bench publishes to a stream of its own on the same cluster (3
 //!   replicas, file storage), one message per event with the payload size of Spindle's record
 //!   of that event, `--clients` publishes awaiting their acks at once — JetStream's rate at
-//!   the same message sizes without Spindle's batching;
+//!   the same message sizes without Spindle's batching. Its stream's leader is moved to the
+//!   server the bench publishes to, as Spindle's appender moves its own (relayed
+//!   through another server, single publishes ran at 0.84–0.88 of their rate in the runs of
+//!   `crates/log/tests/jetstream_relay.rs`);
 //! - `jetstream-raw-batch`: the same messages as atomic batches of `--clients` messages (the
 //!   way Spindle's appender publishes a group commit), one batch awaiting its ack at a time;
 //! - `spindle-file`: the same HTTP clients against a `spindle serve` on the embedded file log
@@ -765,6 +768,23 @@ async fn raw_publishes(cluster: &Cluster, args: &Args, batch: bool) -> anyhow::R
     })
     .await
     .map_err(|e| anyhow::anyhow!("creating the stream {RAW_STREAM}: {e}"))?;
+    // Spindle's appender leads its stream from the server it publishes to; the raw
+    // publishes get the same placement, so that neither pays a relay the other does not.
+    let wait = Duration::from_secs(5);
+    let placing = Instant::now();
+    match spindle_log::jetstream::placement::lead_from_connected_server(
+        &client, &js, RAW_STREAM, wait,
+    )
+    .await
+    {
+        Ok(placed) => eprintln!(
+            "bench cluster: {RAW_STREAM}: {placed:?} in {:?}",
+            placing.elapsed()
+        ),
+        Err(cause) => eprintln!(
+            "bench cluster: warning: {RAW_STREAM}'s leader is not the publisher's server: {cause}"
+        ),
+    }
     let value = Value::json(EVENT_JSON)?;
     let payloads: Vec<bytes::Bytes> = (0..NODES)
         .map(|j| {

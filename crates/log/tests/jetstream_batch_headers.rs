@@ -14,24 +14,6 @@ use bytes::Bytes;
 
 const N: usize = 64;
 
-/// CPU seconds (user + system) the processes `pids` have used so far.
-fn cpu_seconds(pids: &[u32]) -> f64 {
-    let ticks: u64 = pids
-        .iter()
-        .map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-            let fields: Vec<&str> = stat
-                .rsplit(')')
-                .next()
-                .unwrap()
-                .split_whitespace()
-                .collect();
-            fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-        })
-        .sum();
-    ticks as f64 / 100.0
-}
-
 /// One batch of `N` 48-byte messages; `spindle`: with the appender's headers, and with
 /// `subjects` on its subjects too.
 async fn batch(client: &async_nats::Client, spindle: bool, subjects: bool, no: u64, last: u64) {
@@ -88,13 +70,14 @@ fn servers_cpu_per_message_by_batch_shape() {
         let mut per_msg = vec![Vec::new(); shapes.len()];
         for _ in 0..10 {
             for (k, &(_, spindle, subjects)) in shapes.iter().enumerate() {
-                let before = cpu_seconds(&pids);
+                let before = nats_cluster::cpu_seconds(&pids);
                 for _ in 0..200 {
                     no += 1;
                     batch(&client, spindle, subjects, no, last).await;
                     last += N as u64;
                 }
-                per_msg[k].push((cpu_seconds(&pids) - before) / (200 * N) as f64 * 1e6);
+                per_msg[k]
+                    .push((nats_cluster::cpu_seconds(&pids) - before) / (200 * N) as f64 * 1e6);
             }
         }
         eprintln!("servers' CPU µs per message, blocks of 200 batches of {N} (median, blocks):");

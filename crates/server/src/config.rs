@@ -232,6 +232,10 @@ pub struct JetStreamSettings {
     /// from the stream.
     #[serde(default = "default_feed_cache_bytes_max")]
     pub feed_cache_bytes_max: usize,
+    /// Whether the appender, once it holds the lease, moves the stream's leader to the
+    /// NATS server it is connected to, so its batches are not relayed (docs/cluster.md).
+    #[serde(default = "default_leader_follows_appender")]
+    pub leader_follows_appender: bool,
 }
 
 impl JetStreamSettings {
@@ -246,6 +250,7 @@ impl JetStreamSettings {
             catalog_ttl_ms: default_catalog_ttl_ms(),
             group_commit_linger_ms: default_group_commit_linger_ms(),
             feed_cache_bytes_max: default_feed_cache_bytes_max(),
+            leader_follows_appender: default_leader_follows_appender(),
         }
     }
 }
@@ -255,6 +260,10 @@ pub const GROUP_COMMIT_LINGER_MS_MAX: u64 = 1000;
 
 fn default_group_commit_linger_ms() -> u64 {
     5
+}
+
+fn default_leader_follows_appender() -> bool {
+    true
 }
 
 fn default_feed_cache_bytes_max() -> usize {

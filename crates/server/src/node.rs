@@ -1768,6 +1768,7 @@ fn open_jetstream(
     config.replicas = js.replicas;
     config.group_commit_linger = std::time::Duration::from_millis(js.group_commit_linger_ms);
     config.feed_cache_bytes_max = js.feed_cache_bytes_max;
+    config.leader_follows_appender = js.leader_follows_appender;
     let log = match role {
         crate::config::Role::Node => JetStreamLog::open(config),
         crate::config::Role::Api => JetStreamLog::open_standby(config),

@@ -18,6 +18,7 @@ mod appender;
 pub mod catalog;
 pub mod check;
 mod feed;
+pub mod placement;
 mod read;
 
 use std::path::PathBuf;
@@ -74,6 +75,9 @@ pub struct JetStreamConfig {
     /// Payload bytes of the most recent announced records each process keeps for its
     /// readers (the feed; 0 turns it off and every read asks the stream).
     pub feed_cache_bytes_max: usize,
+    /// Whether the appender, once it holds the lease, asks the stream's leader to step
+    /// down in favour of the server the appender is connected to (see `placement`).
+    pub leader_follows_appender: bool,
 }
 
 impl JetStreamConfig {
@@ -94,6 +98,7 @@ impl JetStreamConfig {
             intake_txns_max: 65_536,
             read_batch_records_max: 1000,
             feed_cache_bytes_max: 64 << 20,
+            leader_follows_appender: true,
         }
     }
 

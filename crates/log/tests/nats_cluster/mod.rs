@@ -361,3 +361,21 @@ pub fn batch_headers(
     }
     headers
 }
+
+/// CPU seconds (user + system) the processes `pids` have used so far.
+pub fn cpu_seconds(pids: &[u32]) -> f64 {
+    let ticks: u64 = pids
+        .iter()
+        .map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let fields: Vec<&str> = stat
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .collect();
+            fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+        })
+        .sum();
+    ticks as f64 / 100.0
+}
