@@ -304,10 +304,18 @@ async fn start_appender(
 /// (`placement`). Only logged when that cannot be done.
 async fn place_leader(shared: &Shared) {
     let stream = &shared.config.stream;
-    let wait = shared.config.ack_timeout;
-    match super::placement::lead_from_connected_server(&shared.client, &shared.js, stream, wait)
+    let placing = super::placement::lead_from_connected_server(
+        &shared.client,
+        &shared.js,
+        stream,
+        super::placement::WAIT,
+    );
+    // A cluster short of a server may leave a request unanswered until its timeout: the
+    // whole step is bounded, since appends wait for it.
+    let placed = tokio::time::timeout(super::placement::WAIT, placing)
         .await
-    {
+        .unwrap_or_else(|_| Err(format!("no answer within {:?}", super::placement::WAIT)));
+    match placed {
         Ok(super::placement::Placement::Moved { from, to }) => {
             tracing::info!(%stream, %from, %to, "moved the stream's leader to the appender's server")
         }

@@ -24,6 +24,9 @@ pub enum Placement {
     Moved { from: String, to: String },
 }
 
+/// How long the appender gives the whole move (an election takes tens of milliseconds).
+pub const WAIT: Duration = Duration::from_secs(1);
+
 /// How often the stream's info is asked while waiting for the new leader.
 const POLL: Duration = Duration::from_millis(20);
 
