@@ -36,19 +36,8 @@ async fn batch(client: &async_nats::Client, spindle: bool, subjects: bool, no: u
         } else {
             "spn.SHAPE.r.00".to_owned()
         };
-        if i + 1 < N {
-            client
-                .publish_with_headers(subject, headers, payload.clone())
-                .await
-                .unwrap();
-            continue;
-        }
-        let reply = client
-            .request_with_headers(subject, headers, payload.clone())
-            .await
-            .unwrap();
-        let text = String::from_utf8_lossy(&reply.payload);
-        assert!(!text.contains("error"), "{text}");
+        nats_cluster::send_batch_message(client, subject, headers, payload.clone(), i + 1 == N)
+            .await;
     }
 }
 

@@ -56,19 +56,9 @@ async fn batches(client: &async_nats::Client, who: &str, round: usize) {
         for i in 0..IN_FLIGHT {
             let headers = nats_cluster::batch_headers(&id, i, IN_FLIGHT, None);
             let subject = format!("spn.RELAY.r.{:02x}", (b * 61 + i * 37) % 256);
-            if i + 1 < IN_FLIGHT {
-                client
-                    .publish_with_headers(subject, headers, payload.clone())
-                    .await
-                    .unwrap();
-                continue;
-            }
-            let reply = client
-                .request_with_headers(subject, headers, payload.clone())
-                .await
-                .unwrap();
-            let text = String::from_utf8_lossy(&reply.payload);
-            assert!(!text.contains("error"), "{text}");
+            let commit = i + 1 == IN_FLIGHT;
+            nats_cluster::send_batch_message(client, subject, headers, payload.clone(), commit)
+                .await;
         }
     }
 }

@@ -27,24 +27,15 @@ async fn send(
     for i in 0..n {
         let headers = nats_cluster::batch_headers(id, i, n, Some((expected, id)));
         let subject = format!("{PREFIX}.{:02x}", i % 256);
-        if i + 1 < n {
-            client
-                .publish_with_headers(subject, headers, payload.clone())
-                .await
-                .unwrap();
-            continue;
-        }
-        if let Some(p) = pause {
+        let commit = i + 1 == n;
+        if let (true, Some(p)) = (commit, pause) {
             client.flush().await.unwrap();
             tokio::time::sleep(p).await;
         }
-        commit_at = Instant::now();
-        let reply = client
-            .request_with_headers(subject, headers, payload.clone())
-            .await
-            .unwrap();
-        let text = String::from_utf8_lossy(&reply.payload);
-        assert!(!text.contains("error"), "{text}");
+        if commit {
+            commit_at = Instant::now();
+        }
+        nats_cluster::send_batch_message(client, subject, headers, payload.clone(), commit).await;
     }
     (start.elapsed(), commit_at.elapsed())
 }

@@ -379,3 +379,27 @@ pub fn cpu_seconds(pids: &[u32]) -> f64 {
         .sum();
     ticks as f64 / 100.0
 }
+
+/// Send message `headers` of an atomic batch: published, or when `commit` (the batch's
+/// last message) sent as a request whose reply, the batch's ack, must not be an error.
+pub async fn send_batch_message(
+    client: &async_nats::Client,
+    subject: String,
+    headers: async_nats::HeaderMap,
+    payload: bytes::Bytes,
+    commit: bool,
+) {
+    if !commit {
+        client
+            .publish_with_headers(subject, headers, payload)
+            .await
+            .unwrap();
+        return;
+    }
+    let reply = client
+        .request_with_headers(subject, headers, payload)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&reply.payload);
+    assert!(!text.contains("error"), "{text}");
+}
