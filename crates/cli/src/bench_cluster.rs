@@ -155,6 +155,10 @@ pub struct Row {
     pub p50_ack_us: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p99_ack_us: Option<f64>,
+    /// Raw publishes: where their stream's leader was placed before they ran
+    /// (`moved` to the publisher's server, `local` already there, else why not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
 }
 
 impl Row {
@@ -741,6 +745,7 @@ fn append_row(system: &str, events: u64, seconds: f64, h: &hdrhistogram::Histogr
         nats_cpu_s: None,
         p50_ack_us: Some(h.value_at_quantile(0.5) as f64),
         p99_ack_us: Some(h.value_at_quantile(0.99) as f64),
+        leader: None,
     }
 }
 
@@ -772,19 +777,25 @@ async fn raw_publishes(cluster: &Cluster, args: &Args, batch: bool) -> anyhow::R
     // publishes get the same placement, so that neither pays a relay the other does not.
     let wait = Duration::from_secs(5);
     let placing = Instant::now();
-    match spindle_log::jetstream::placement::lead_from_connected_server(
-        &client, &js, RAW_STREAM, wait,
-    )
-    .await
-    {
-        Ok(placed) => eprintln!(
-            "bench cluster: {RAW_STREAM}: {placed:?} in {:?}",
-            placing.elapsed()
-        ),
-        Err(cause) => eprintln!(
-            "bench cluster: warning: {RAW_STREAM}'s leader is not the publisher's server: {cause}"
-        ),
-    }
+    use spindle_log::jetstream::placement::{lead_from_connected_server, Placement};
+    let leader = match lead_from_connected_server(&client, &js, RAW_STREAM, wait).await {
+        Ok(placed) => {
+            eprintln!(
+                "bench cluster: {RAW_STREAM}: {placed:?} in {:?}",
+                placing.elapsed()
+            );
+            match placed {
+                Placement::Moved { .. } => "moved".to_owned(),
+                Placement::AlreadyLeader { .. } => "local".to_owned(),
+            }
+        }
+        Err(cause) => {
+            eprintln!(
+                "bench cluster: warning: {RAW_STREAM}'s leader is not the publisher's server: {cause}"
+            );
+            format!("not placed: {cause}")
+        }
+    };
     let value = Value::json(EVENT_JSON)?;
     let payloads: Vec<bytes::Bytes> = (0..NODES)
         .map(|j| {
@@ -859,6 +870,7 @@ async fn raw_publishes(cluster: &Cluster, args: &Args, batch: bool) -> anyhow::R
         "jetstream-raw"
     };
     let mut row = append_row(system, args.events, seconds, &h);
+    row.leader = Some(leader);
     cpu.charge(&mut row)?;
     let _ = js.delete_stream(RAW_STREAM).await;
     Ok(row)
@@ -1084,5 +1096,6 @@ fn boot_row(system: &str, view: &MemoryView, bytes: u64, seconds: f64) -> Row {
         nats_cpu_s: None,
         p50_ack_us: None,
         p99_ack_us: None,
+        leader: None,
     }
 }

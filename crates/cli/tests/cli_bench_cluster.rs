@@ -101,6 +101,9 @@ fn bench_cluster_rotates_rounds_checks_boots_and_stops_the_cluster() {
             // The NATS servers' share is measured on the cluster's systems only.
             let on_cluster = r["system"] != "spindle-file";
             assert_eq!(r["nats_cpu_s"].is_number(), on_cluster, "{r}");
+            // Raw publishes say where their stream's leader was placed.
+            let raw = r["system"].as_str().unwrap().starts_with("jetstream-raw");
+            assert_eq!(r["leader"].is_string(), raw, "{r}");
         }
     }
     // 200 nodes and up to 600 edges (fewer if the generator drew an edge twice): every boot

@@ -3,7 +3,7 @@
 //! clients of one 3-node cluster, one connected to the stream's leader and one to a
 //! follower, take turns publishing the same messages: single publishes with 64 acks awaited
 //! at once, and atomic batches of 64, one at a time. Run by hand; the results are in
-//! docs/benchmarks/cluster.md ("Where the stream's leader is").
+//! docs/benchmarks/cluster.md ("Latest: where the stream's leader is").
 //!
 //! `cargo test --release --all-features -p spindle-log --test jetstream_relay -- --ignored --nocapture`
 

@@ -3,7 +3,10 @@
 //! with exactly its records, and no transaction is partial. The killed server restarts and
 //! the log reads the same.
 //!
-//! Rounds: `SPINDLE_JETSTREAM_KILLS` (default 1) kill-and-restart rounds.
+//! Rounds: `SPINDLE_JETSTREAM_KILLS` (default 2) kill-and-restart rounds. The appender moves
+//! the stream's leader to its own server, so even rounds kill the server the appender is
+//! connected to (a reconnect and an election at once); odd rounds first move the leader to
+//! another server, so the appender's connection survives the kill (an election only).
 
 #![cfg(feature = "jetstream")]
 
@@ -16,6 +19,7 @@ use std::sync::Mutex;
 
 use common::*;
 use spindle_core::{Index, Transaction, Value};
+use spindle_log::jetstream::placement::lead_from_connected_server;
 use spindle_log::jetstream::JetStreamLog;
 use spindle_log::{AppendError, Log};
 
@@ -52,6 +56,32 @@ fn stream_leader(cluster: &nats_cluster::Cluster, stream: &str) -> usize {
     0
 }
 
+/// Move the stream's leader to a server the appender is not connected to; that server.
+fn lead_away_from_appender(cluster: &nats_cluster::Cluster, log: &JetStreamLog) -> usize {
+    let appender_on = log.client().server_info().server_name;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut refused = Vec::new();
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        if node.name == appender_on {
+            continue;
+        }
+        let placed = rt.block_on(async {
+            let client = async_nats::connect(cluster.servers()[i].clone())
+                .await
+                .unwrap();
+            let js = async_nats::jetstream::new(client.clone());
+            let wait = std::time::Duration::from_secs(30);
+            lead_from_connected_server(&client, &js, "KILL", wait).await
+        });
+        match placed {
+            Ok(_) => return i,
+            // The server killed last round may still be catching up: try the next.
+            Err(e) => refused.push(format!("{}: {e}", node.name)),
+        }
+    }
+    panic!("no other server took the lead: {refused:?}");
+}
+
 #[test]
 fn acknowledged_transactions_survive_a_server_kill() {
     let mut cluster = nats_cluster::Cluster::start(3);
@@ -59,11 +89,18 @@ fn acknowledged_transactions_survive_a_server_kill() {
     let rounds: u64 = std::env::var("SPINDLE_JETSTREAM_KILLS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
+        .unwrap_or(2);
     let acked: Mutex<HashMap<Index, Transaction>> = Mutex::new(HashMap::new());
     let mut unknown = 0;
     for round in 0..rounds {
-        let victim = stream_leader(&cluster, "KILL");
+        let victim = if round % 2 == 1 {
+            let victim = lead_away_from_appender(&cluster, &log);
+            let appender_on = log.client().server_info().server_name;
+            assert_ne!(cluster.nodes[victim].name, appender_on);
+            victim
+        } else {
+            stream_leader(&cluster, "KILL")
+        };
         let (tx, rx) = mpsc::channel::<()>();
         let failed = std::thread::scope(|s| {
             let mut handles = Vec::new();

@@ -249,7 +249,7 @@ async fn start_appender(
         }
     };
     if shared.config.leader_follows_appender {
-        place_leader(shared).await;
+        super::placement::place_leader(shared).await;
     }
     let (tx, rx) = mpsc::channel(shared.config.intake_txns_max.max(1));
     let task = Appender {
@@ -297,34 +297,6 @@ async fn start_appender(
         let _ = ended_tx.send(ended);
     });
     Ok(Started { intake: tx, ended })
-}
-
-/// Before the first batch: make the server this process is connected to the stream's
-/// leader, so that its batches are not relayed to the leader by another server
-/// (`placement`). Only logged when that cannot be done.
-async fn place_leader(shared: &Shared) {
-    let stream = &shared.config.stream;
-    let placing = super::placement::lead_from_connected_server(
-        &shared.client,
-        &shared.js,
-        stream,
-        super::placement::WAIT,
-    );
-    // A cluster short of a server may leave a request unanswered until its timeout: the
-    // whole step is bounded, since appends wait for it.
-    let placed = tokio::time::timeout(super::placement::WAIT, placing)
-        .await
-        .unwrap_or_else(|_| Err(format!("no answer within {:?}", super::placement::WAIT)));
-    match placed {
-        Ok(super::placement::Placement::Moved { from, to }) => {
-            tracing::info!(%stream, %from, %to, "moved the stream's leader to the appender's server")
-        }
-        Ok(super::placement::Placement::AlreadyLeader { .. }) => {}
-        Err(cause) => tracing::warn!(
-            %stream, %cause,
-            "the stream's leader stays where it is: its batches go through the appender's server"
-        ),
-    }
 }
 
 /// How `Appender::run` ended.

@@ -78,6 +78,9 @@ pub struct JetStreamConfig {
     /// Whether the appender, once it holds the lease, asks the stream's leader to step
     /// down in favour of the server the appender is connected to (see `placement`).
     pub leader_follows_appender: bool,
+    /// The longest the appender waits for that move before its first batch (it publishes
+    /// through whichever server leads if the move is not seen by then).
+    pub leader_move_wait: Duration,
 }
 
 impl JetStreamConfig {
@@ -99,6 +102,7 @@ impl JetStreamConfig {
             read_batch_records_max: 1000,
             feed_cache_bytes_max: 64 << 20,
             leader_follows_appender: true,
+            leader_move_wait: placement::LEADER_MOVE_WAIT,
         }
     }
 

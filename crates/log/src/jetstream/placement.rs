@@ -7,13 +7,20 @@
 //! The appender publishes every record, so once it holds the lease it asks the stream's
 //! leader to step down in favour of its own server (`$JS.API.STREAM.LEADER.STEPDOWN`
 //! with a preferred placement, nats-server 2.11 and later) before its first batch. It is
-//! an optimisation only: if the request fails or the new leader does not show within the
-//! wait, the appender goes on publishing through whichever server leads.
+//! an optimisation only: when the connected server is not a current replica of the stream,
+//! or the move is refused or not seen within its time, the appender publishes through
+//! whichever server leads. A move requested but not seen may still complete after the
+//! appender began publishing: its first batch then meets an election, as it would meet
+//! one the servers started themselves.
 
 use std::time::Duration;
 
 use async_nats::jetstream;
 use serde_json::json;
+use thiserror::Error;
+use tokio::time::Instant;
+
+use super::Shared;
 
 /// What `lead_from_connected_server` found or did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,8 +31,35 @@ pub enum Placement {
     Moved { from: String, to: String },
 }
 
+/// Why the connected server does not lead the stream.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum NotPlaced {
+    /// The connected server is not a current replica of the stream (a cluster larger than
+    /// the stream's replicas, an R1 stream led elsewhere, a replica catching up): it
+    /// cannot lead, and no move was asked.
+    #[error("{server} is not a current replica of the stream")]
+    NotReplica { server: String },
+    /// The servers answered the step-down request with an error; nothing moved.
+    #[error("the step-down was refused: {0}")]
+    Refused(String),
+    /// Another server took the lead.
+    #[error("{leader} took the lead instead of {server}")]
+    OtherLeader { leader: String, server: String },
+    /// No answer, or the move not seen, within the time given. If the step-down request
+    /// was sent (`asked`), the election may still be under way.
+    #[error("not led by {server} within {wait:?} (step-down asked: {asked})")]
+    Unconfirmed {
+        server: String,
+        wait: Duration,
+        asked: bool,
+    },
+    /// A request failed (the stream's info, or the step-down's).
+    #[error("{0}")]
+    Request(String),
+}
+
 /// How long the appender gives the whole move (an election takes tens of milliseconds).
-pub const WAIT: Duration = Duration::from_secs(1);
+pub const LEADER_MOVE_WAIT: Duration = Duration::from_secs(1);
 
 /// How often the stream's info is asked while waiting for the new leader.
 const POLL: Duration = Duration::from_millis(20);
@@ -33,68 +67,149 @@ const POLL: Duration = Duration::from_millis(20);
 /// How long one of those asks waits for its answer before the next one is sent.
 const ASK_WAIT: Duration = Duration::from_millis(100);
 
-/// Make the server `client` is connected to the leader of `stream`, waiting at most `wait`
-/// for the new leader to show in the stream's info. An `Err` says why it is not (the
-/// stream unchanged, or led by another server); nothing else is affected.
+/// What the stream's info says about its leadership.
+struct Leadership {
+    /// "" while the stream has no leader.
+    leader: String,
+    /// Replicas other than the leader that are current.
+    current: Vec<String>,
+}
+
+/// Make the server `client` is connected to the leader of `stream`, within `wait` for the
+/// whole step (every request included).
 pub async fn lead_from_connected_server(
     client: &async_nats::Client,
     js: &jetstream::Context,
     stream: &str,
     wait: Duration,
-) -> Result<Placement, String> {
+) -> Result<Placement, NotPlaced> {
+    let deadline = Instant::now() + wait;
     let here = client.server_info().server_name;
-    if here.is_empty() {
-        return Err("the connected server sent no name".to_owned());
-    }
-    let leader = leader_of(js, stream).await?;
-    if leader == here {
+    let unconfirmed = |asked| NotPlaced::Unconfirmed {
+        server: here.clone(),
+        wait,
+        asked,
+    };
+    let before = bounded(deadline, leadership(js, stream))
+        .await
+        .ok_or_else(|| unconfirmed(false))??;
+    if before.leader == here {
         return Ok(Placement::AlreadyLeader { server: here });
     }
-    let answer: serde_json::Value = js
-        .request(
-            format!("STREAM.LEADER.STEPDOWN.{stream}"),
-            &json!({ "placement": { "preferred": here } }),
-        )
-        .await
-        .map_err(|e| format!("leader step-down request: {e}"))?;
-    if let Some(error) = answer.get("error") {
-        return Err(format!("leader step-down refused: {error}"));
+    if before.leader.is_empty() || !before.current.contains(&here) {
+        return Err(NotPlaced::NotReplica { server: here });
     }
-    let deadline = tokio::time::Instant::now() + wait;
+    let body = json!({ "placement": { "preferred": here } });
+    let request =
+        js.request::<_, _, serde_json::Value>(format!("STREAM.LEADER.STEPDOWN.{stream}"), &body);
+    let answer = bounded(deadline, request)
+        .await
+        .ok_or_else(|| unconfirmed(true))?
+        .map_err(|e| NotPlaced::Request(format!("leader step-down: {e}")))?;
+    if let Some(error) = answer.get("error") {
+        return Err(NotPlaced::Refused(error.to_string()));
+    }
     loop {
-        // The election takes tens of milliseconds; an ask sent before it ends is dropped.
+        // The election takes tens of milliseconds; an ask sent before it ends goes
+        // unanswered, so each waits at most `ASK_WAIT` before the next.
         tokio::time::sleep(POLL).await;
-        // Right after a step-down the stream may answer without a leader, or not at all
-        // (an info request sent during the election goes unanswered): ask again soon.
-        let asked = tokio::time::timeout(ASK_WAIT, leader_of(js, stream)).await;
-        match asked.unwrap_or_else(|_| Err("no answer".to_owned())) {
-            Ok(now) if now == here => {
-                return Ok(Placement::Moved {
-                    from: leader,
-                    to: here,
-                })
+        let ask = tokio::time::timeout(ASK_WAIT, leadership(js, stream));
+        if let Some(Ok(Ok(now))) = bounded(deadline, ask).await {
+            match next(&here, &before.leader, &now.leader) {
+                Next::Done => {
+                    return Ok(Placement::Moved {
+                        from: before.leader,
+                        to: here,
+                    })
+                }
+                Next::Other => {
+                    return Err(NotPlaced::OtherLeader {
+                        leader: now.leader,
+                        server: here,
+                    })
+                }
+                Next::Wait => {}
             }
-            Ok(now) if now != leader && !now.is_empty() => {
-                return Err(format!("{now} took the lead instead of {here}"))
-            }
-            _ => {}
         }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(format!("{here} was not leading after {wait:?}"));
+        if Instant::now() >= deadline {
+            return Err(unconfirmed(true));
         }
     }
 }
 
-/// The name of the server leading `stream` ("" while it has none).
-async fn leader_of(js: &jetstream::Context, stream: &str) -> Result<String, String> {
+/// After the step-down was asked: what the leader now named says.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// `here` leads.
+    Done,
+    /// A third server leads.
+    Other,
+    /// No leader yet, or the old one still (the step-down not applied yet).
+    Wait,
+}
+
+fn next(here: &str, before: &str, now: &str) -> Next {
+    if now == here {
+        Next::Done
+    } else if now.is_empty() || now == before {
+        Next::Wait
+    } else {
+        Next::Other
+    }
+}
+
+/// `fut`, or `None` once `deadline` passed.
+async fn bounded<T>(deadline: Instant, fut: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::time::timeout_at(deadline, fut).await.ok()
+}
+
+async fn leadership(js: &jetstream::Context, stream: &str) -> Result<Leadership, NotPlaced> {
     let handle = js
         .get_stream(stream)
         .await
-        .map_err(|e| format!("stream info: {e}"))?;
-    let info = handle.cached_info();
-    Ok(info
-        .cluster
-        .as_ref()
-        .and_then(|c| c.leader.clone())
-        .unwrap_or_default())
+        .map_err(|e| NotPlaced::Request(format!("stream info: {e}")))?;
+    let cluster = handle.cached_info().cluster.clone().unwrap_or_default();
+    Ok(Leadership {
+        leader: cluster.leader.unwrap_or_default(),
+        current: cluster
+            .replicas
+            .into_iter()
+            .filter(|p| p.current && !p.offline)
+            .map(|p| p.name)
+            .collect(),
+    })
+}
+
+/// The appender, before its first batch: make the server this process is connected to the
+/// stream's leader, so that its batches are not relayed by another server. Logged only.
+pub(crate) async fn place_leader(shared: &Shared) {
+    let stream = &shared.config.stream;
+    let wait = shared.config.leader_move_wait;
+    match lead_from_connected_server(&shared.client, &shared.js, stream, wait).await {
+        Ok(Placement::Moved { from, to }) => {
+            tracing::info!(%stream, %from, %to, "moved the stream's leader to the appender's server")
+        }
+        Ok(Placement::AlreadyLeader { .. }) => {}
+        // Nothing was asked: a server that cannot lead is no reason to warn at every open.
+        Err(why @ NotPlaced::NotReplica { .. }) => {
+            tracing::debug!(%stream, %why, "the stream's leader stays where it is")
+        }
+        Err(why) => tracing::warn!(
+            %stream, %why,
+            "the stream's leader may not be the appender's server: its batches may be relayed"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_move_is_done_only_when_the_connected_server_leads() {
+        assert_eq!(next("a", "b", "a"), Next::Done);
+        assert_eq!(next("a", "b", "b"), Next::Wait);
+        assert_eq!(next("a", "b", ""), Next::Wait);
+        assert_eq!(next("a", "b", "c"), Next::Other);
+    }
 }

@@ -403,3 +403,21 @@ pub async fn send_batch_message(
     let text = String::from_utf8_lossy(&reply.payload);
     assert!(!text.contains("error"), "{text}");
 }
+
+/// The name of the server leading `stream`, asked through `client`.
+pub fn stream_leader_name(client: &async_nats::Client, stream: &str) -> String {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let js = async_nats::jetstream::new(client.clone());
+        let s = js.get_stream(stream).await.unwrap();
+        let info = s.cached_info();
+        info.cluster.as_ref().unwrap().leader.clone().unwrap()
+    })
+}
+
+/// `config` with only the cluster's server `i` to connect to.
+pub fn through(cluster: &Cluster, config: &JetStreamConfig, i: usize) -> JetStreamConfig {
+    let mut c = config.clone();
+    c.servers = vec![cluster.servers()[i].clone()];
+    c
+}
