@@ -14,7 +14,9 @@ use spindle_log::Index;
 #[test]
 fn off_the_leader_stays_and_appends_are_relayed() {
     let cluster = nats_cluster::Cluster::start(3);
-    let config = cluster.config("UNPLACED");
+    let mut config = cluster.config("UNPLACED");
+    // The first open places the leader; it must be done before the leader is read.
+    config.leader_move_wait = std::time::Duration::from_secs(30);
     let first = JetStreamLog::open(nats_cluster::through(&cluster, &config, 0)).unwrap();
     first.append_blocking(&put("a", 1)).unwrap();
     let led_by = nats_cluster::stream_leader_name(&first.client(), "UNPLACED");

@@ -7,9 +7,9 @@
 //! The appender publishes every record, so once it holds the lease it asks the stream's
 //! leader to step down in favour of its own server (`$JS.API.STREAM.LEADER.STEPDOWN`
 //! with a preferred placement, nats-server 2.11 and later) before its first batch. It is
-//! an optimisation only: when the connected server is not a current replica of the stream,
-//! or the move is refused or not seen within its time, the appender publishes through
-//! whichever server leads. A move requested but not seen may still complete after the
+//! an optimisation only: when the connected server is not a replica of the stream, or is
+//! not current within the time given, or the move is refused or not seen in time, the
+//! appender publishes through whichever server leads. A move requested but not seen may still complete after the
 //! appender began publishing: its first batch then meets an election, as it would meet
 //! one the servers started themselves.
 
@@ -34,10 +34,10 @@ pub enum Placement {
 /// Why the connected server does not lead the stream.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum NotPlaced {
-    /// The connected server is not a current replica of the stream (a cluster larger than
-    /// the stream's replicas, an R1 stream led elsewhere, a replica catching up): it
-    /// cannot lead, and no move was asked.
-    #[error("{server} is not a current replica of the stream")]
+    /// The connected server is not a replica of the stream (a cluster larger than the
+    /// stream's replicas, an R1 stream led elsewhere): it cannot lead, and no move was
+    /// asked.
+    #[error("{server} is not a replica of the stream")]
     NotReplica { server: String },
     /// The servers answered the step-down request with an error; nothing moved.
     #[error("the step-down was refused: {0}")]
@@ -45,15 +45,16 @@ pub enum NotPlaced {
     /// Another server took the lead.
     #[error("{leader} took the lead instead of {server}")]
     OtherLeader { leader: String, server: String },
-    /// No answer, or the move not seen, within the time given. If the step-down request
-    /// was sent (`asked`), the election may still be under way.
+    /// No leader, the connected server not current, no answer, or the move not seen,
+    /// within the time given. If the step-down request was sent (`asked`), the election
+    /// may still be under way.
     #[error("not led by {server} within {wait:?} (step-down asked: {asked})")]
     Unconfirmed {
         server: String,
         wait: Duration,
         asked: bool,
     },
-    /// A request failed (the stream's info, or the step-down's).
+    /// The step-down request failed.
     #[error("{0}")]
     Request(String),
 }
@@ -71,34 +72,47 @@ const ASK_WAIT: Duration = Duration::from_millis(100);
 struct Leadership {
     /// "" while the stream has no leader.
     leader: String,
-    /// Replicas other than the leader that are current.
-    current: Vec<String>,
+    /// The replicas other than the leader, and whether each is current.
+    followers: Vec<(String, bool)>,
 }
 
 /// Make the server `client` is connected to the leader of `stream`, within `wait` for the
-/// whole step (every request included).
+/// whole step (every request included). A server that is a replica of the stream but not
+/// current yet (a stream just created, a replica catching up) is waited for; one that is
+/// not a replica at all is not asked about.
 pub async fn lead_from_connected_server(
     client: &async_nats::Client,
     js: &jetstream::Context,
     stream: &str,
     wait: Duration,
 ) -> Result<Placement, NotPlaced> {
-    let deadline = Instant::now() + wait;
+    let deadline = Instant::now()
+        .checked_add(wait)
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
     let here = client.server_info().server_name;
     let unconfirmed = |asked| NotPlaced::Unconfirmed {
         server: here.clone(),
         wait,
         asked,
     };
-    let before = bounded(deadline, leadership(js, stream))
-        .await
-        .ok_or_else(|| unconfirmed(false))??;
-    if before.leader == here {
-        return Ok(Placement::AlreadyLeader { server: here });
-    }
-    if before.leader.is_empty() || !before.current.contains(&here) {
-        return Err(NotPlaced::NotReplica { server: here });
-    }
+    // Until the stream has a leader and this server is a current follower of it.
+    let before = loop {
+        let ask = tokio::time::timeout(ASK_WAIT, leadership(js, stream));
+        // An ask that fails (no answer during an election, say) is asked again.
+        if let Some(Ok(Ok(now))) = bounded(deadline, ask).await {
+            if !now.leader.is_empty() && now.leader == here {
+                return Ok(Placement::AlreadyLeader { server: here });
+            }
+            match now.followers.iter().find(|(name, _)| *name == here) {
+                Some((_, true)) if !now.leader.is_empty() => break now,
+                None if !now.leader.is_empty() => {
+                    return Err(NotPlaced::NotReplica { server: here })
+                }
+                _ => {}
+            }
+        }
+        pause(deadline).await.ok_or_else(|| unconfirmed(false))?;
+    };
     let body = json!({ "placement": { "preferred": here } });
     let request =
         js.request::<_, _, serde_json::Value>(format!("STREAM.LEADER.STEPDOWN.{stream}"), &body);
@@ -112,7 +126,7 @@ pub async fn lead_from_connected_server(
     loop {
         // The election takes tens of milliseconds; an ask sent before it ends goes
         // unanswered, so each waits at most `ASK_WAIT` before the next.
-        tokio::time::sleep(POLL).await;
+        pause(deadline).await.ok_or_else(|| unconfirmed(true))?;
         let ask = tokio::time::timeout(ASK_WAIT, leadership(js, stream));
         if let Some(Ok(Ok(now))) = bounded(deadline, ask).await {
             match next(&here, &before.leader, &now.leader) {
@@ -131,10 +145,14 @@ pub async fn lead_from_connected_server(
                 Next::Wait => {}
             }
         }
-        if Instant::now() >= deadline {
-            return Err(unconfirmed(true));
-        }
     }
+}
+
+/// Sleep `POLL`, or `None` (without sleeping past it) once `deadline` is reached.
+async fn pause(deadline: Instant) -> Option<()> {
+    let until = (Instant::now() + POLL).min(deadline);
+    tokio::time::sleep_until(until).await;
+    (Instant::now() < deadline).then_some(())
 }
 
 /// After the step-down was asked: what the leader now named says.
@@ -171,11 +189,10 @@ async fn leadership(js: &jetstream::Context, stream: &str) -> Result<Leadership,
     let cluster = handle.cached_info().cluster.clone().unwrap_or_default();
     Ok(Leadership {
         leader: cluster.leader.unwrap_or_default(),
-        current: cluster
+        followers: cluster
             .replicas
             .into_iter()
-            .filter(|p| p.current && !p.offline)
-            .map(|p| p.name)
+            .map(|p| (p.name, p.current && !p.offline))
             .collect(),
     })
 }
