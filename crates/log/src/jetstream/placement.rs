@@ -86,9 +86,7 @@ pub async fn lead_from_connected_server(
     stream: &str,
     wait: Duration,
 ) -> Result<Placement, NotPlaced> {
-    let deadline = Instant::now()
-        .checked_add(wait)
-        .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
+    let deadline = Instant::now() + wait.min(Duration::from_secs(86_400));
     let here = client.server_info().server_name;
     let unconfirmed = |asked| NotPlaced::Unconfirmed {
         server: here.clone(),
@@ -97,18 +95,12 @@ pub async fn lead_from_connected_server(
     };
     // Until the stream has a leader and this server is a current follower of it.
     let before = loop {
-        let ask = tokio::time::timeout(ASK_WAIT, leadership(js, stream));
-        // An ask that fails (no answer during an election, say) is asked again.
-        if let Some(Ok(Ok(now))) = bounded(deadline, ask).await {
-            if !now.leader.is_empty() && now.leader == here {
-                return Ok(Placement::AlreadyLeader { server: here });
-            }
-            match now.followers.iter().find(|(name, _)| *name == here) {
-                Some((_, true)) if !now.leader.is_empty() => break now,
-                None if !now.leader.is_empty() => {
-                    return Err(NotPlaced::NotReplica { server: here })
-                }
-                _ => {}
+        if let Some(now) = ask(js, stream, deadline).await {
+            match first(&here, &now) {
+                First::Leads => return Ok(Placement::AlreadyLeader { server: here }),
+                First::Ask => break now,
+                First::NotReplica => return Err(NotPlaced::NotReplica { server: here }),
+                First::Wait => {}
             }
         }
         pause(deadline).await.ok_or_else(|| unconfirmed(false))?;
@@ -127,8 +119,7 @@ pub async fn lead_from_connected_server(
         // The election takes tens of milliseconds; an ask sent before it ends goes
         // unanswered, so each waits at most `ASK_WAIT` before the next.
         pause(deadline).await.ok_or_else(|| unconfirmed(true))?;
-        let ask = tokio::time::timeout(ASK_WAIT, leadership(js, stream));
-        if let Some(Ok(Ok(now))) = bounded(deadline, ask).await {
+        if let Some(now) = ask(js, stream, deadline).await {
             match next(&here, &before.leader, &now.leader) {
                 Next::Done => {
                     return Ok(Placement::Moved {
@@ -153,6 +144,40 @@ async fn pause(deadline: Instant) -> Option<()> {
     let until = (Instant::now() + POLL).min(deadline);
     tokio::time::sleep_until(until).await;
     (Instant::now() < deadline).then_some(())
+}
+
+/// The stream's leadership, or `None` when the ask fails or goes unanswered within
+/// `ASK_WAIT` (as during an election) or by `deadline`: the caller asks again.
+async fn ask(js: &jetstream::Context, stream: &str, deadline: Instant) -> Option<Leadership> {
+    let asked = tokio::time::timeout(ASK_WAIT, leadership(js, stream));
+    bounded(deadline, asked).await?.ok()?.ok()
+}
+
+/// Before the step-down: what the stream's leadership says about `here`.
+#[derive(Debug, PartialEq, Eq)]
+enum First {
+    /// `here` already leads.
+    Leads,
+    /// `here` is a current follower of a leader: ask for the move.
+    Ask,
+    /// The stream has a leader and `here` is none of its replicas.
+    NotReplica,
+    /// No leader yet, or `here` not current yet.
+    Wait,
+}
+
+fn first(here: &str, now: &Leadership) -> First {
+    if now.leader.is_empty() {
+        return First::Wait;
+    }
+    if now.leader == here {
+        return First::Leads;
+    }
+    match now.followers.iter().find(|(name, _)| name == here) {
+        Some((_, true)) => First::Ask,
+        Some((_, false)) => First::Wait,
+        None => First::NotReplica,
+    }
 }
 
 /// After the step-down was asked: what the leader now named says.
@@ -221,6 +246,20 @@ pub(crate) async fn place_leader(shared: &Shared) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_move_is_asked_only_of_a_current_follower_under_a_leader() {
+        let lead = |leader: &str, followers: &[(&str, bool)]| Leadership {
+            leader: leader.to_owned(),
+            followers: followers.iter().map(|&(n, c)| (n.to_owned(), c)).collect(),
+        };
+        assert_eq!(first("a", &lead("a", &[("b", true)])), First::Leads);
+        assert_eq!(first("a", &lead("b", &[("a", true)])), First::Ask);
+        assert_eq!(first("a", &lead("b", &[("a", false)])), First::Wait);
+        assert_eq!(first("a", &lead("", &[("a", true)])), First::Wait);
+        assert_eq!(first("", &lead("", &[])), First::Wait);
+        assert_eq!(first("a", &lead("b", &[("c", true)])), First::NotReplica);
+    }
 
     #[test]
     fn the_move_is_done_only_when_the_connected_server_leads() {
