@@ -176,8 +176,8 @@ impl Cluster {
         node.child = Some(child);
     }
 
-    /// Wait until every running server answers and the JetStream meta group has a leader
-    /// with all of them current.
+    /// Wait until every running server answers, takes client connections, and the
+    /// JetStream meta group has a leader with all of them current.
     pub fn wait_ready(&self) {
         let started = Instant::now();
         loop {
@@ -195,6 +195,10 @@ impl Cluster {
 
     fn ready(&self) -> bool {
         self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
+            // The monitoring port can answer before the client port listens.
+            if TcpStream::connect(("127.0.0.1", n.client_port)).is_err() {
+                return false;
+            }
             let Some(body) = http_get(n.http_port, "/jsz") else {
                 return false;
             };
